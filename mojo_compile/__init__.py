@@ -1,0 +1,19 @@
+"""mojo_compile: `torch.compile(model, backend="mojo")` rewrites LLM hot spots into fused Mojo ops.
+
+    import torch, mojo_compile                      # the import is optional once the package is installed
+    model = torch.compile(model, backend="mojo")    # options={"target": "ttx" | "torch_npu" | "torch", ...}
+    model(inputs)
+    print(mojo_compile.last_report())               # what was fused, where, and on which target
+
+Add a fusion with `mojo_compile.register_pattern(name, search, replace, example_inputs, ...)`.
+"""
+from . import ops  # noqa: F401  (registers torch.ops.mojo.*)
+from .backend import mojo_backend
+from .lowering import register_target
+from .options import OptionError, Options
+from .patterns import Pattern, PatternError, register_pattern, registered_patterns, unregister_pattern
+from .report import Report, last_report, reset_report
+
+__version__ = "0.1.0"
+__all__ = ["mojo_backend", "register_pattern", "unregister_pattern", "registered_patterns", "register_target",
+           "last_report", "reset_report", "Report", "Pattern", "PatternError", "Options", "OptionError"]

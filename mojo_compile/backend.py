@@ -1,0 +1,182 @@
+"""The mojo backend: `torch.compile(model, backend="mojo")`, readable top to bottom.
+
+    Dynamo FX graph
+      1. -> pre-dispatch ATen graph   make_fx(pre_dispatch=True) under Dynamo's fake mode: normalised ATen
+                                      (aten.linear, aten.silu, aten.to.dtype ...), before autograd, symbolic sizes kept
+      2. -> canonical form            exact rewrites only: no-op casts, eval dropout, x*1.0, view chains, x*x ...
+      3. -> Mojo ops                  every enabled pattern, supersets first (patterns/)
+      4. -> targets chosen            each Mojo op node gets the target that supports its (fake) inputs (lowering/)
+      5. -> report (+ dump)           mojo_compile.last_report()
+      6. -> inner compiler            Inductor (default) or plain eager; both run forward and backward
+
+Because the Mojo ops are custom ops with autograd formulas, the rewritten graph is still an ordinary
+differentiable program: the inner compiler (or eager autograd) builds the backward from it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable, Optional
+
+import torch
+import torch.fx.traceback as fx_traceback
+from torch.fx import GraphModule
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from . import lowering, patterns, report
+from .canonicalize import canonicalize
+from .options import OptionError, Options
+
+log = logging.getLogger("mojo_compile")
+
+DEFAULT_TARGETS = {"cuda": "ttx", "npu": "torch_npu"}
+
+
+def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
+    """The Dynamo backend. kwargs: `mode` and `options` from torch.compile (see options.py)."""
+    options = Options.parse(**kwargs)
+    target = resolve_target(options.target, example_inputs)
+
+    aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
+    canonicalize(aten_gm)                                                 # 2
+    matches = patterns.rewrite(aten_gm, options.disable)                  # 3
+    sites = choose_targets(aten_gm, matches, target)                      # 4
+    graph_report = report.GraphReport(_compile_id(), target, options.inner_compiler, sites,
+                                      unfused_notes(aten_gm, options.disable), aten_gm.code)
+    report.add_graph(graph_report)                                        # 5
+    if options.dump_dir:
+        dump(options.dump_dir, gm, graph_report)
+    return inner_compile(aten_gm, example_inputs, options)                # 6
+
+
+# ------------------------------------------------------------------------------------------------------ 1. trace
+def _fake_mode(example_inputs):
+    from torch._guards import TracingContext, detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    context = TracingContext.try_get()
+    if context is not None and context.fake_mode is not None:
+        return context.fake_mode
+    return detect_fake_mode(example_inputs) or FakeTensorMode()
+
+
+def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list) -> GraphModule:
+    """Retrace Dynamo's graph to pre-dispatch ATen under Dynamo's own fake mode, so symbolic sizes survive, and
+    through an Interpreter with preserve_node_meta, so each node keeps its nn_module_stack (for the report)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    fake_mode = _fake_mode(example_inputs)
+    with fake_mode:
+        fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
+                       else fake_mode.from_tensor(x) for x in example_inputs]
+    with fake_mode, fx_traceback.preserve_node_meta():
+        return make_fx(torch.fx.Interpreter(gm).run, pre_dispatch=True)(*fake_inputs)
+
+
+# ------------------------------------------------------------------------------------------------------ 4. targets
+def resolve_target(requested: Optional[str], example_inputs: list) -> str:
+    """The target asked for, which must be usable, or the default for the device of the graph's inputs."""
+    if requested is not None:
+        reason = lowering.unavailable(requested)
+        if reason:
+            raise OptionError(f"mojo target {requested!r} was requested (options['target'] or MOJO_BACKEND) "
+                              f"but {reason}")
+        return requested
+    devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
+    for device, target in DEFAULT_TARGETS.items():
+        if device in devices:
+            reason = lowering.unavailable(target)
+            if reason is None:
+                return target
+            log.warning("mojo: %s inputs would use target %s, but %s; using torch", device, target, reason)
+    return "torch"
+
+
+def _op_arguments(node) -> list:
+    """The node's arguments in schema order (defaults filled in), as fake values, without `target`."""
+    schema = node.target._schema
+    values = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == "target":
+            continue
+        if i < len(node.args):
+            value = node.args[i]
+        elif arg.name in node.kwargs:
+            value = node.kwargs[arg.name]
+        else:
+            value = arg.default_value
+        values.append(value.meta.get("val") if isinstance(value, torch.fx.Node) else value)
+    return values
+
+
+def choose_targets(gm: GraphModule, matches, target: str) -> list[report.FusedSite]:
+    """Give each new Mojo op the target that supports its inputs; the torch reference otherwise (reason kept)."""
+    sites = []
+    order = {node: i for i, node in enumerate(gm.graph.nodes)}
+    for pattern, node in sorted(matches, key=lambda m: order[m[1]]):
+        op = node.target._schema.name.split("::")[-1]
+        chosen, reason = lowering.choose(op, target, *_op_arguments(node))
+        node.update_kwarg("target", chosen)
+        if reason:
+            lowering.log_fallback_once(op, target, reason)
+        sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason))
+    gm.recompile()
+    return sites
+
+
+# ------------------------------------------------------------------------------------------------------ 5. report
+def unfused_notes(gm: GraphModule, disabled) -> list[str]:
+    """For each enabled family, the tell-tale ops still in the graph: sites no pattern of that family matched."""
+    notes, seen = [], set()
+    for pattern in patterns.registered_patterns():
+        if pattern.family in seen or not pattern.enabled(disabled) or not pattern.tell_tales:
+            continue
+        seen.add(pattern.family)
+        left = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in pattern.tell_tales]
+        if left:
+            where = sorted({report.module_path(n) or n.name for n in left})
+            notes.append(f"{pattern.family}: {len(left)} {', '.join(sorted({str(n.target) for n in left}))} "
+                         f"left unfused (no {pattern.family} pattern matched) at {', '.join(where)}")
+    return notes
+
+
+def _compile_id() -> str:
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    return str(compile_id) if compile_id is not None else str(len(report.last_report().graphs))
+
+
+def dump(directory: str, gm: GraphModule, graph_report: report.GraphReport) -> None:
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, "graph_" + graph_report.compile_id.replace("/", "_"))
+    with open(stem + ".dynamo.py", "w") as f:
+        f.write(gm.code)
+    with open(stem + ".mojo.py", "w") as f:
+        f.write(graph_report.graph)
+    with open(stem + ".report.txt", "w") as f:
+        f.write(report.Report([graph_report]).table() + "\n")
+
+
+# ------------------------------------------------------------------------------------------------------ 6. compile
+def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) -> Callable:
+    if options.inner_compiler == "eager":
+        return aten_gm  # an ordinary differentiable program: Mojo ops carry their own autograd
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(aten_gm, example_inputs, config_patches=options.inductor_config)
+
+
+def _register_by_name() -> None:
+    """`backend="mojo"` without installing: register by name unless the installed entry point will."""
+    from importlib.metadata import entry_points
+    from torch._dynamo.backends import registry
+
+    if "mojo" in registry._COMPILER_FNS:
+        return
+    if any(ep.name == "mojo" for ep in entry_points(group="torch_dynamo_backends")):
+        return
+    torch._dynamo.register_backend(mojo_backend, name="mojo")
+
+
+_register_by_name()

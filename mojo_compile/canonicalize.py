@@ -1,0 +1,129 @@
+"""Canonicalise the pre-dispatch ATen graph so that one pattern covers many spellings.
+
+A short rule list in the style of tinygrad's PatternMatcher: each rule looks at one node and returns what should
+replace it (an existing node), a new node, or None. Every rule is exact -- it never changes a single bit of any
+value -- so it is also safe on the parts of the graph no pattern matches. The same pass runs on the graphs traced
+from the patterns themselves, which is what makes the two sides comparable.
+
+What it does not need to do: `contiguous()` on a contiguous tensor and `x.float()` on an fp32 tensor are already
+gone or are the no-op casts removed below; `F.dropout(x, p, training=False)` arrives as `aten.dropout`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+from torch.fx import Graph, GraphModule, Node
+
+aten = torch.ops.aten
+
+
+def _val(arg):
+    return arg.meta.get("val") if isinstance(arg, Node) else None
+
+
+def _same_tensor_type(a, b) -> bool:
+    """Same dtype, device and shape (so replacing b by a is exact)."""
+    va, vb = _val(a), _val(b)
+    return (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor) and va.dtype == vb.dtype
+            and va.device == vb.device and va.shape == vb.shape)
+
+
+def _no_op_cast(node: Node) -> Optional[Node]:
+    """`x.to(x.dtype)`, `x.type_as(y)` with y of x's dtype, `x.to(x.device, x.dtype)`: the cast changes nothing."""
+    return node.args[0] if _same_tensor_type(node.args[0], node) else None
+
+
+def _type_as(node: Node) -> Optional[Node]:
+    """`x.type_as(y)` -> `x.to(y.dtype)`: one spelling of a cast."""
+    if _same_tensor_type(node.args[0], node):
+        return node.args[0]
+    other = _val(node.args[1])
+    if other is None:
+        return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.to.dtype, (node.args[0], other.dtype))
+
+
+def _eval_dropout(node: Node) -> Optional[Node]:
+    x, p, train = (list(node.args) + [node.kwargs.get("p"), node.kwargs.get("train")])[:3]
+    return x if (train is False or p == 0) and _same_tensor_type(x, node) else None
+
+
+def _identity_arith(identity) -> Callable[[Node], Optional[Node]]:
+    """`x * 1.0`, `x / 1`, `x + 0` (alpha 1) return x unchanged when the result keeps x's dtype and shape."""
+    def rule(node: Node) -> Optional[Node]:
+        if len(node.args) == 2 and node.args[1] == identity and node.kwargs.get("alpha", 1) == 1:
+            return node.args[0] if _same_tensor_type(node.args[0], node) else None
+        return None
+    return rule
+
+
+def _same_shape_view(node: Node) -> Optional[Node]:
+    return node.args[0] if _same_tensor_type(node.args[0], node) else None
+
+
+def _view_chain(node: Node) -> Optional[Node]:
+    """view(view(x, a), b) -> view(x, b); reshape(view|reshape(x, a), b) -> reshape(x, b)."""
+    if _same_tensor_type(node.args[0], node):
+        return node.args[0]
+    inner = node.args[0]
+    if isinstance(inner, Node) and inner.op == "call_function" and inner.target in _VIEW_OPS:
+        if node.target is aten.reshape.default or inner.target is aten.view.default:
+            with node.graph.inserting_before(node):
+                return node.graph.call_function(node.target, (inner.args[0], *node.args[1:]))
+    return None
+
+
+def _square(node: Node) -> Optional[Node]:
+    """`x.square()` and `x * x` -> `x.pow(2)`: ATen computes pow(x, 2) as x * x, so the three are bitwise equal."""
+    if node.target is aten.mul.Tensor and not (len(node.args) == 2 and node.args[0] is node.args[1]):
+        return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.pow.Tensor_Scalar, (node.args[0], 2))
+
+
+_VIEW_OPS = (aten.view.default, aten.reshape.default)
+
+RULES: dict = {
+    aten.to.dtype: _no_op_cast,
+    aten.to.dtype_layout: _no_op_cast,
+    aten.to.device: _no_op_cast,
+    aten._to_copy.default: _no_op_cast,
+    aten.type_as.default: _type_as,
+    aten.dropout.default: _eval_dropout,
+    aten.mul.Tensor: lambda n: _identity_arith(1)(n) or _square(n),
+    aten.div.Tensor: _identity_arith(1),
+    aten.add.Tensor: _identity_arith(0),
+    aten.sub.Tensor: _identity_arith(0),
+    aten.square.default: _square,
+    aten.view.default: _view_chain,
+    aten.reshape.default: _view_chain,
+    aten.expand.default: _same_shape_view,
+}
+
+
+def canonicalize(graph_or_module: Graph | GraphModule) -> int:
+    """Apply RULES in one topological sweep (each rewrite only looks upstream), then drop dead nodes.
+    Returns the number of rewrites."""
+    graph = graph_or_module.graph if isinstance(graph_or_module, GraphModule) else graph_or_module
+    rewrites = 0
+    for node in list(graph.nodes):
+        rule = RULES.get(node.target) if node.op == "call_function" else None
+        new = rule(node) if rule is not None else None
+        if new is None or new is node:
+            continue
+        if "val" in node.meta and "val" not in new.meta:
+            new.meta.update(node.meta)
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+        rewrites += 1
+        if new.op == "call_function" and new.target in RULES:  # a rewrite may enable another on the new node
+            again = RULES[new.target](new)
+            if again is not None and again is not new:
+                new.replace_all_uses_with(again)
+                graph.erase_node(new)
+    graph.eliminate_dead_code()
+    if isinstance(graph_or_module, GraphModule):
+        graph_or_module.recompile()
+    return rewrites

@@ -1,0 +1,278 @@
+"""Triton RMSNorm kernels: forward (with an optional residual add in front) and backward, plus their launchers.
+
+Layout: the input is viewed as rows [M, N] (N = the normalised last dim). A row that fits in registers
+(N <= MAX_FUSED_N) is read once; BLOCK_M rows share a program when rows are short. Longer rows loop over
+column chunks: one pass for the sum of squares, one to normalise (the second read mostly hits L2).
+
+Numerics (see ops/rms_norm.py for the cast modes): every load is cast to fp32 at once, all math is fp32, and the
+roundings the eager spelling performs (the bf16 sum of x + residual, the cast of the normalised value in "normed"
+mode) are reproduced with explicit casts. That also keeps the kernels right under TRITON_INTERPRET=1, whose bf16
+arithmetic is wrong. Scalars are cast to fp32 in the kernel (torch.compile may hand Python floats over as fp64).
+
+The backward is deterministic: each program owns a fixed block of rows and writes its own fp32 partial of the
+weight gradient, and the partials are summed by torch afterwards -- no atomics.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}
+MAX_FUSED_N = 16384  # longest row kept in registers
+LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
+
+
+def interpreting() -> bool:
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and hasattr(knobs, "runtime"):
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+# ----------------------------------------------------------------------------------------------------------- helpers
+@triton.jit
+def _round(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
+    """fp32 x rounded to DTYPE (to nearest even). The interpreter truncates fp32 -> bf16, so round by hand there."""
+    if INTERPRET and DTYPE == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(DTYPE)
+
+
+@triton.jit
+def _load_input(X, R, S, offs, mask, HAS_RES: tl.constexpr, STORE_SUM: tl.constexpr, INTERPRET: tl.constexpr):
+    """x (+ residual, rounded to the input dtype like eager's add), as fp32. Optionally stores the sum."""
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RES:
+        r = tl.load(R + offs, mask=mask, other=0.0).to(tl.float32)
+        x = _round(x + r, X.dtype.element_ty, INTERPRET)
+        if STORE_SUM:
+            tl.store(S + offs, x, mask=mask)
+        x = x.to(tl.float32)
+    return x
+
+
+@triton.jit
+def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
+               INTERPRET: tl.constexpr):
+    if CAST == 2:  # "rstd": x * rstd.to(dtype), a product in the input dtype
+        y = _round(x * _round(rstd, IN_DTYPE, INTERPRET).to(tl.float32), IN_DTYPE, INTERPRET).to(tl.float32)
+    elif CAST == 0:  # "normed": round the normalised value before the weight multiply
+        y = _round(x * rstd, IN_DTYPE, INTERPRET).to(tl.float32)
+    else:  # "output": fp32 throughout
+        y = x * rstd
+    if HAS_W:
+        y = y * (w + weight_offset)
+    return y
+
+
+# ----------------------------------------------------------------------------------------------------------- forward
+@triton.jit
+def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
+                     HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    eps = tl.cast(eps, tl.float32)
+    weight_offset = tl.cast(weight_offset, tl.float32)
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    mask = row_ok[:, None] & col_ok[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 0.0
+    y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+    tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
+
+
+@triton.jit
+def _fwd_loop_kernel(X, R, W, Y, S, RSTD, N, eps, weight_offset,
+                     HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr, BLOCK_N: tl.constexpr,
+                     INTERPRET: tl.constexpr):
+    eps = tl.cast(eps, tl.float32)
+    weight_offset = tl.cast(weight_offset, tl.float32)
+    row = tl.program_id(0).to(tl.int64)
+    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        x = _load_input(X, R, S, row * N + cols, cols < N, HAS_RES, True, INTERPRET)
+        acc += x * x
+    rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / N + eps)
+    tl.store(RSTD + row, rstd)
+    for start in range(0, N, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        x = _load_input(X, R, S, row * N + cols, col_ok, HAS_RES, False, INTERPRET)  # recompute: no read-after-write hazard
+        w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) if HAS_W else 0.0
+        y = _normalise(x, rstd, w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+        tl.store(Y + row * N + cols, _round(y, Y.dtype.element_ty, INTERPRET), mask=col_ok)
+
+
+# ---------------------------------------------------------------------------------------------------------- backward
+@triton.jit
+def _grad_terms(x, dy, rstd, w, HAS_W: tl.constexpr):
+    n = x * rstd
+    dn = dy * w if HAS_W else dy
+    return n, dn
+
+
+@triton.jit
+def _bwd_rows_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weight_offset,
+                     HAS_W: tl.constexpr, HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, CAST: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    weight_offset = tl.cast(weight_offset, tl.float32)
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = (tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) + weight_offset)[None, :] if HAS_W else 1.0
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for i in range(0, rows_per_program, BLOCK_M):
+        rows = (pid * rows_per_program + i + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_ok = rows < M
+        mask = row_ok[:, None] & col_ok[None, :]
+        offs = rows[:, None] * N + cols[None, :]
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None]
+        n, dn = _grad_terms(x, dy, rstd, w, HAS_W)
+        if WEIGHT_GRAD:
+            n_seen = _round(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
+            dw += tl.sum(dy * n_seen, axis=0)
+        dx = (dn - n * (tl.sum(dn * n, axis=1) / N)[:, None]) * rstd
+        if HAS_DRES:
+            dx += tl.load(DRES + offs, mask=mask, other=0.0).to(tl.float32)
+        tl.store(DX + offs, _round(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
+    if WEIGHT_GRAD:
+        tl.store(DW + pid * N + cols, dw, mask=col_ok)
+
+
+@triton.jit
+def _bwd_loop_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weight_offset,
+                     HAS_W: tl.constexpr, HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, CAST: tl.constexpr,
+                     BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    """DW must be zero-initialised: each program accumulates into its own row of partials."""
+    weight_offset = tl.cast(weight_offset, tl.float32)
+    pid = tl.program_id(0)
+    for i in range(0, rows_per_program):
+        row = (pid * rows_per_program + i).to(tl.int64)
+        if row < M:
+            rstd = tl.load(RSTD + row)
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for start in range(0, N, BLOCK_N):
+                cols = start + tl.arange(0, BLOCK_N)
+                col_ok = cols < N
+                x = tl.load(X + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
+                dy = tl.load(DY + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) + weight_offset if HAS_W else 1.0
+                n, dn = _grad_terms(x, dy, rstd, w, HAS_W)
+                acc += dn * n
+            c = tl.sum(acc, axis=0) / N
+            for start in range(0, N, BLOCK_N):
+                cols = start + tl.arange(0, BLOCK_N)
+                col_ok = cols < N
+                x = tl.load(X + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
+                dy = tl.load(DY + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
+                w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) + weight_offset if HAS_W else 1.0
+                n, dn = _grad_terms(x, dy, rstd, w, HAS_W)
+                dx = (dn - n * c) * rstd
+                if HAS_DRES:
+                    dx += tl.load(DRES + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
+                tl.store(DX + row * N + cols, _round(dx, DX.dtype.element_ty, INTERPRET), mask=col_ok)
+                if WEIGHT_GRAD:
+                    n_seen = _round(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
+                    partial = tl.load(DW + pid * N + cols, mask=col_ok, other=0.0)
+                    tl.store(DW + pid * N + cols, partial + dy * n_seen, mask=col_ok)
+
+
+# --------------------------------------------------------------------------------------------------------- launchers
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] as a contiguous [M, N] (a view when it already is)."""
+    return t.reshape(-1, t.shape[-1]).contiguous()
+
+
+def _fwd_config(n: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) of the row kernel; BLOCK_N > MAX_FUSED_N selects the loop kernel."""
+    block_n = triton.next_power_of_2(n)
+    if block_n > MAX_FUSED_N:
+        return 1, LOOP_BLOCK_N, 8
+    block_m = max(1, 4096 // block_n)
+    if interpreting():
+        block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
+    num_warps = min(16, max(1, block_m * block_n // 512))
+    return block_m, block_n, num_warps
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def _num_programs(x: torch.Tensor) -> int:
+    if x.device.type == "cuda":
+        return 4 * _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
+    return 4
+
+
+def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype):
+    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]."""
+    n = x.shape[-1]
+    x2 = _rows(x)
+    r2 = _rows(residual) if residual is not None else None
+    m = x2.shape[0]
+    y = torch.empty((m, n), dtype=out_dtype, device=x.device)
+    total = torch.empty_like(x2) if residual is not None else None
+    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+    if m > 0 and n > 0:
+        block_m, block_n, num_warps = _fwd_config(n)
+        args = (x2, r2 if r2 is not None else x2, weight if weight is not None else x2, y,
+                total if total is not None else y, rstd)
+        flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast], INTERPRET=interpreting())
+        if block_n >= n:
+            _fwd_rows_kernel[(triton.cdiv(m, block_m),)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m,
+                                                          BLOCK_N=block_n, num_warps=num_warps)
+        else:
+            _fwd_loop_kernel[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n, num_warps=num_warps)
+    shape = x.shape
+    return y.view(shape), (total.view(shape) if total is not None else None), rstd.view(shape[:-1])
+
+
+def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
+    """Returns (grad_x, grad_weight or an empty tensor)."""
+    n = x.shape[-1]
+    x2, dy2 = _rows(x), _rows(grad_y)
+    dres2 = _rows(grad_residual) if grad_residual is not None else None
+    rstd1 = rstd.reshape(-1).contiguous()
+    m = x2.shape[0]
+    dx = torch.empty_like(x2)
+    weight_grad = weight is not None and weight_grad
+    if m == 0 or n == 0:
+        grad_w = torch.zeros_like(weight) if weight_grad else x.new_empty((0,))
+        return dx.view(x.shape), grad_w
+    block_n = triton.next_power_of_2(n)
+    loop = block_n > MAX_FUSED_N
+    block_m = 1 if loop else max(1, 2048 // block_n)
+    if interpreting() and not loop:
+        block_m = max(block_m, 8192 // block_n)
+    num_programs = min(_num_programs(x), triton.cdiv(m, block_m))
+    rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
+    num_programs = triton.cdiv(m, rows_per_program)
+    partial_shape = (num_programs, n) if weight_grad else (1,)
+    dw = (torch.zeros if loop else torch.empty)(partial_shape, dtype=torch.float32, device=x.device)
+    args = (dy2, x2, weight if weight is not None else x2, rstd1, dres2 if dres2 is not None else x2, dx, dw,
+            m, n, rows_per_program, weight_offset)
+    flags = dict(HAS_W=weight is not None, HAS_DRES=dres2 is not None, WEIGHT_GRAD=weight_grad,
+                 CAST=CAST_CODES[cast], INTERPRET=interpreting())
+    if loop:
+        _bwd_loop_kernel[(num_programs,)](*args, **flags, BLOCK_N=LOOP_BLOCK_N, num_warps=8)
+    else:
+        num_warps = min(16, max(1, block_m * block_n // 256))
+        _bwd_rows_kernel[(num_programs,)](*args, **flags, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    grad_w = dw.sum(0).to(weight.dtype) if weight_grad else x.new_empty((0,))
+    return dx.view(x.shape), grad_w

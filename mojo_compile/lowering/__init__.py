@@ -1,0 +1,104 @@
+"""Lowering: which implementation runs each Mojo op.
+
+A target is a table `op name -> Impl(fn, supports)` (see table.py). Three ship with mojo_compile:
+
+    ttx        Triton kernels (NVIDIA GPUs; Ascend through triton-ascend; the CPU under TRITON_INTERPRET=1)
+    torch_npu  Ascend's fused torch_npu ops
+    torch      the pure-PyTorch reference, and the last fallback of every op on every target
+
+A new accelerator needs only a new table: `register_target("my_npu", load_table)`. Tables load lazily, so a
+target's imports (triton, torch_npu) are paid for only when it is used.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Callable, Optional
+
+from . import reference
+from .table import Impl
+
+__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "call", "check_target_name"]
+
+log = logging.getLogger("mojo_compile")
+
+_LOADERS: dict[str, Callable[[], dict[str, Impl]]] = {}
+_TABLES: dict[str, dict[str, Impl]] = {}
+_UNAVAILABLE: dict[str, str] = {}
+_LOGGED: set = set()
+
+
+def register_target(name: str, load_table: Callable[[], dict[str, Impl]]) -> None:
+    """Add a target. `load_table()` returns its table; an ImportError there marks the target unavailable."""
+    _LOADERS[name] = load_table
+    _TABLES.pop(name, None)
+    _UNAVAILABLE.pop(name, None)
+
+
+def _module_table(module: str) -> Callable[[], dict[str, Impl]]:
+    return lambda: importlib.import_module(module, __name__).TABLE
+
+
+register_target("torch", lambda: reference.TABLE)
+register_target("ttx", _module_table(".triton"))
+register_target("torch_npu", _module_table(".npu"))
+
+
+def targets() -> list[str]:
+    return list(_LOADERS)
+
+
+def check_target_name(name: str) -> None:
+    if name not in _LOADERS:
+        raise ValueError(f"unknown mojo target {name!r}; known targets: {', '.join(_LOADERS)}")
+
+
+def _table(name: str) -> Optional[dict[str, Impl]]:
+    if name not in _TABLES and name not in _UNAVAILABLE:
+        check_target_name(name)
+        try:
+            _TABLES[name] = _LOADERS[name]()
+        except ImportError as e:  # never swallowed silently: `unavailable()` reports it and callers log or raise
+            _UNAVAILABLE[name] = f"target {name!r} is unavailable: {e}"
+    return _TABLES.get(name)
+
+
+def unavailable(name: str) -> Optional[str]:
+    """None if the target's table loads, else why not."""
+    _table(name)
+    return _UNAVAILABLE.get(name)
+
+
+def _reason_not(op: str, target: str, args) -> Optional[str]:
+    table = _table(target)
+    if table is None:
+        return _UNAVAILABLE[target]
+    impl = table.get(op)
+    if impl is None:
+        return f"{target} has no implementation of {op}"
+    return impl.supports(*args)
+
+
+def choose(op: str, target: str, *args) -> tuple[str, Optional[str]]:
+    """At compile time: the target that will run `op` on these (fake) args, and why `target` can't, if it can't."""
+    if target == "torch":
+        return "torch", None
+    reason = _reason_not(op, target, args)
+    return (target, None) if reason is None else ("torch", reason)
+
+
+def log_fallback_once(op: str, target: str, reason: str) -> None:
+    key = (op, target, reason)
+    if key not in _LOGGED:
+        _LOGGED.add(key)
+        log.warning("mojo %s: %s falls back to torch: %s", op, target, reason)
+
+
+def call(op: str, target: str, *args):
+    """At run time: run `op` on `target`, or on the torch reference with the reason logged once."""
+    if target != "torch":
+        reason = _reason_not(op, target, args)
+        if reason is None:
+            return _TABLES[target][op].fn(*args)
+        log_fallback_once(op, target, reason)
+    return reference.TABLE[op].fn(*args)

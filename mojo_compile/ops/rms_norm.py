@@ -1,0 +1,129 @@
+"""The RMSNorm family of Mojo ops: `mojo::rms_norm`, `mojo::add_rms_norm` and their shared backward.
+
+Each op is a functional `torch.library.custom_op` (no input is mutated) with a fake impl for symbolic shapes and
+an autograd formula whose backward is itself a Mojo op, so Inductor and AOTAutograd see opaque nodes in forward
+and backward alike. The real work is delegated to the target named by the `target` argument (see lowering/).
+
+Numerics are parameters, because HF models disagree on where the cast back to the input dtype happens:
+
+    cast="normed"   y = (w + offset) * (x32 * rstd).to(x.dtype)          Llama, Qwen, Mistral, Llama4 (weight on the right)
+    cast="output"   y = ((x32 * rstd) * (w32 + offset)).to(x.dtype)      OLMo2, Gemma (offset=1), F.rms_norm
+    cast="rstd"     y = x * rstd.to(x.dtype)                              DeepSeek-V4 unweighted norm
+
+with x32 = x.float(), rstd = rsqrt(mean(x32**2, -1) + eps). `add_rms_norm(x, residual)` first forms
+sum = x + residual in the input dtype (the "pre" residual contract of Mojo Opset: it returns the normalised sum and
+the sum itself, which feeds the next residual add).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import lowering
+
+CAST_MODES = ("normed", "output", "rstd")
+
+
+def rms_norm_out_dtype(x: Tensor, weight: Optional[Tensor], cast: str) -> torch.dtype:
+    if weight is not None and cast in ("normed", "rstd"):
+        return torch.promote_types(weight.dtype, x.dtype)  # `w * y.to(x.dtype)` promotes
+    return x.dtype
+
+
+def _check_params(cast: str, target: str) -> None:
+    if cast not in CAST_MODES:
+        raise ValueError(f"mojo rms_norm: cast must be one of {CAST_MODES}, got {cast!r}")
+    lowering.check_target_name(target)
+
+
+# ---------------------------------------------------------------------------------------------------------- forward
+@torch.library.custom_op("mojo::rms_norm", mutates_args=())
+def rms_norm(
+    x: Tensor, weight: Optional[Tensor], eps: float, weight_offset: float = 0.0, cast: str = "normed",
+    target: str = "torch",
+) -> tuple[Tensor, Tensor]:
+    """RMSNorm over the last dim. Returns (y, rstd) with rstd = 1/rms in fp32, shape x.shape[:-1]."""
+    _check_params(cast, target)
+    return lowering.call("rms_norm", target, x, weight, eps, weight_offset, cast)
+
+
+@rms_norm.register_fake
+def _(x, weight, eps, weight_offset=0.0, cast="normed", target="torch"):
+    return x.new_empty(x.shape, dtype=rms_norm_out_dtype(x, weight, cast)), x.new_empty(x.shape[:-1], dtype=torch.float32)
+
+
+@torch.library.custom_op("mojo::add_rms_norm", mutates_args=())
+def add_rms_norm(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], eps: float, weight_offset: float = 0.0,
+    cast: str = "normed", target: str = "torch",
+) -> tuple[Tensor, Tensor, Tensor]:
+    """sum = x + residual (input dtype); returns (rms_norm(sum), sum, rstd)."""
+    _check_params(cast, target)
+    if x.shape != residual.shape or x.dtype != residual.dtype:
+        raise ValueError(f"mojo add_rms_norm: x {tuple(x.shape)} {x.dtype} and residual "
+                         f"{tuple(residual.shape)} {residual.dtype} must match in shape and dtype")
+    return lowering.call("add_rms_norm", target, x, residual, weight, eps, weight_offset, cast)
+
+
+@add_rms_norm.register_fake
+def _(x, residual, weight, eps, weight_offset=0.0, cast="normed", target="torch"):
+    out_dtype = rms_norm_out_dtype(x, weight, cast)
+    return (x.new_empty(x.shape, dtype=out_dtype), x.new_empty(x.shape),
+            x.new_empty(x.shape[:-1], dtype=torch.float32))
+
+
+# --------------------------------------------------------------------------------------------------------- backward
+@torch.library.custom_op("mojo::rms_norm_backward", mutates_args=())
+def rms_norm_backward(
+    grad_y: Tensor, x: Tensor, weight: Optional[Tensor], rstd: Tensor, grad_residual: Optional[Tensor],
+    weight_offset: float, cast: str, weight_grad: bool, target: str,
+) -> tuple[Tensor, Tensor]:
+    """Returns (grad_x, grad_weight). grad_x includes `grad_residual` when given (the gradient reaching the sum of
+    an add_rms_norm through its second output). grad_weight is empty when there is no weight or weight_grad is off."""
+    _check_params(cast, target)
+    return lowering.call("rms_norm_backward", target, grad_y, x, weight, rstd, grad_residual, weight_offset, cast,
+                         weight_grad)
+
+
+@rms_norm_backward.register_fake
+def _(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad, target):
+    grad_w = weight.new_empty(weight.shape) if weight is not None and weight_grad else x.new_empty((0,))
+    return x.new_empty(x.shape), grad_w
+
+
+# --------------------------------------------------------------------------------------------------------- autograd
+def _rms_norm_setup(ctx, inputs, output):
+    x, weight, _eps, weight_offset, cast, target = inputs
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.params = (weight_offset, cast, target)
+
+
+def _rms_norm_bwd(ctx, grad_y, _grad_rstd):
+    x, weight, rstd = ctx.saved_tensors
+    weight_offset, cast, target = ctx.params
+    weight_grad = weight is not None and ctx.needs_input_grad[1]
+    grad_x, grad_w = rms_norm_backward(grad_y, x, weight, rstd, None, weight_offset, cast, weight_grad, target)
+    return grad_x, (grad_w if weight_grad else None), None, None, None, None
+
+
+rms_norm.register_autograd(_rms_norm_bwd, setup_context=_rms_norm_setup)
+
+
+def _add_rms_norm_setup(ctx, inputs, output):
+    _x, _residual, weight, _eps, weight_offset, cast, target = inputs
+    ctx.save_for_backward(output[1], weight, output[2])
+    ctx.params = (weight_offset, cast, target)
+
+
+def _add_rms_norm_bwd(ctx, grad_y, grad_sum, _grad_rstd):
+    total, weight, rstd = ctx.saved_tensors
+    weight_offset, cast, target = ctx.params
+    weight_grad = weight is not None and ctx.needs_input_grad[2]
+    grad_total, grad_w = rms_norm_backward(grad_y, total, weight, rstd, grad_sum, weight_offset, cast, weight_grad,
+                                           target)
+    return grad_total, grad_total, (grad_w if weight_grad else None), None, None, None, None
+
+
+add_rms_norm.register_autograd(_add_rms_norm_bwd, setup_context=_add_rms_norm_setup)

@@ -1,0 +1,202 @@
+"""Fusion patterns: what to find in the graph and the Mojo op to put in its place.
+
+A pattern is two plain Python functions -- `search`, the code you want to find, and `replace`, the code to run
+instead -- plus example inputs to trace them with. `register_pattern` is the public API; the built-in patterns
+(one file per fusion family in this package) use it too.
+
+The engine is Inductor's pattern matcher (`torch._inductor.pattern_matcher.register_replacement`), fed with our
+own trace function: the search function is traced to pre-dispatch ATen and canonicalised exactly like the model
+graph, so a pattern matches what its Python says. Inductor then re-traces each candidate with the real (symbolic)
+shapes and dtypes and compares again, which rejects near-misses such as a different cast target or reduction dim.
+Scalars such as eps are captured from the graph (`scalars=`), never burned in.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib
+import inspect
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch.fx import GraphModule, Node
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from ..canonicalize import canonicalize
+
+log = logging.getLogger("mojo_compile")
+
+__all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
+           "trace_pre_dispatch", "rewrite", "scalar_arg"]
+
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm")
+
+
+class PatternError(ValueError):
+    """A pattern that cannot be registered: bad signature, unknown scalar, or a search function that fails to trace."""
+
+
+@dataclass
+class Pattern:
+    name: str
+    search: Callable
+    replace: Callable
+    example_inputs: list[tuple]
+    scalars: dict[str, float] = field(default_factory=dict)
+    extra_check: Optional[Callable[[Any], bool]] = None
+    priority: int = 0
+    family: str = ""
+    tell_tales: tuple = ()
+    _pass: Any = None
+
+    def enabled(self, disabled: Sequence[str]) -> bool:
+        return not any(fnmatch.fnmatchcase(self.name, d) or self.family == d for d in disabled)
+
+
+_PATTERNS: dict[str, Pattern] = {}
+
+
+def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
+    """How patterns are traced: the model graph's IR (pre-dispatch ATen), canonicalised the same way."""
+    with torch.enable_grad():  # a no_grad caller must not change what is traced
+        gm = make_fx(fn, pre_dispatch=True)(*args)
+    canonicalize(gm)
+    return gm
+
+
+def _as_input_sets(example_inputs) -> list[tuple]:
+    if isinstance(example_inputs, list) and example_inputs and all(isinstance(e, tuple) for e in example_inputs):
+        return example_inputs
+    return [tuple(example_inputs)]
+
+
+def register_pattern(
+    name: str,
+    search: Callable,
+    replace: Callable,
+    example_inputs,
+    *,
+    scalars: Optional[dict[str, float]] = None,
+    extra_check: Optional[Callable[[Any], bool]] = None,
+    priority: int = 0,
+    family: Optional[str] = None,
+    tell_tales: Sequence = (),
+    lazy: bool = False,
+) -> Pattern:
+    """Register a fusion: wherever the graph computes `search(*inputs)`, compute `replace(*inputs)` instead.
+
+    example_inputs: a tuple of tensors to trace `search` with (one per tensor parameter, scalars excluded), or a
+        list of such tuples: one trace each, e.g. per dtype, since a bf16 spelling carries casts an fp32 one lacks.
+    scalars: {parameter: trace value} for non-tensor parameters read from the graph (eps, ...). Pick trace values
+        that occur nowhere else in the pattern.
+    extra_check: called with the Inductor `Match` (`match.kwargs` holds the bound parameters, as nodes or values);
+        return False to leave a site alone.
+    priority: higher runs first -- give a superset pattern (add + norm) a higher priority than its subset (norm).
+    family: the group a pattern belongs to (`options={"disable": [family or name glob]}` turns it off).
+    tell_tales: ATen ops whose presence after rewriting means a site of this family was left unfused (reported).
+    lazy: trace on first use instead of now (the built-ins use this to keep `import mojo_compile` fast).
+    """
+    scalars = dict(scalars or {})
+    params = list(inspect.signature(search).parameters)
+    if list(inspect.signature(replace).parameters) != params:
+        raise PatternError(f"pattern {name!r}: search{tuple(params)} and replace"
+                           f"{tuple(inspect.signature(replace).parameters)} must take the same parameters")
+    unknown = set(scalars) - set(params)
+    if unknown:
+        raise PatternError(f"pattern {name!r}: scalars {sorted(unknown)} are not parameters of search{tuple(params)}")
+    input_sets = _as_input_sets(example_inputs)
+    for inputs in input_sets:
+        if len(inputs) != len(params) - len(scalars):
+            raise PatternError(f"pattern {name!r}: {len(inputs)} example inputs for the {len(params) - len(scalars)} "
+                               f"non-scalar parameters of search{tuple(params)}")
+    pattern = Pattern(name, search, replace, input_sets, scalars, extra_check, priority,
+                      family or name.split(".")[0], tuple(tell_tales))
+    if not lazy:
+        _compile(pattern)
+    _PATTERNS[name] = pattern
+    return pattern
+
+
+def unregister_pattern(name: str) -> None:
+    _PATTERNS.pop(name)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_builtins() -> None:
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f".{module}", __name__)
+
+
+def registered_patterns() -> list[Pattern]:
+    """All patterns, in the order they are applied (priority, then registration)."""
+    _load_builtins()
+    return sorted(_PATTERNS.values(), key=lambda p: -p.priority)
+
+
+def _register_replacement_kwargs() -> set:
+    from torch._inductor.pattern_matcher import register_replacement
+    return set(inspect.signature(register_replacement).parameters)
+
+
+def _compile(pattern: Pattern) -> None:
+    """Trace the pattern into its own PatternMatcherPass (one per pattern, so matches can be attributed)."""
+    from torch._inductor import pattern_matcher as pm
+
+    pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
+    optional = {"skip_duplicates": True}
+    optional = {k: v for k, v in optional.items() if k in _register_replacement_kwargs()}
+    for inputs in pattern.example_inputs:
+        try:
+            pm.register_replacement(
+                pattern.search, pattern.replace, list(inputs), trace_pre_dispatch, pattern_pass,
+                extra_check=pattern.extra_check or pm._return_true, scalar_workaround=pattern.scalars, **optional)
+        except PatternError:
+            raise
+        except Exception as e:  # a user's search function that does not trace must say which pattern it is
+            raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
+                               f"{[_describe(i) for i in inputs]}: {type(e).__name__}: {e}") from e
+    pattern._pass = pattern_pass
+
+
+def _describe(x) -> str:
+    return f"{x.dtype}{list(x.shape)}" if isinstance(x, torch.Tensor) else repr(x)
+
+
+def _mojo_nodes(gm: GraphModule) -> set[Node]:
+    return {n for n in gm.graph.nodes if n.op == "call_function" and getattr(n.target, "namespace", None) == "mojo"}
+
+
+def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern, Node]]:
+    """Apply every enabled pattern, supersets first. Returns (pattern, new Mojo op node) per match."""
+    matches = []
+    for pattern in registered_patterns():
+        if not pattern.enabled(disabled):
+            continue
+        if pattern._pass is None:
+            _compile(pattern)
+        before = _mojo_nodes(gm)
+        if pattern._pass.apply(gm.graph):
+            for node in _mojo_nodes(gm) - before:
+                node.meta["mojo_pattern"] = pattern.name
+                _inherit_module_stack(node)
+                matches.append((pattern, node))
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return matches
+
+
+def _inherit_module_stack(node: Node) -> None:
+    """The replaced outputs' module (kept on the getitem users Inductor created) becomes the op's own."""
+    for user in node.users:
+        if "nn_module_stack" in user.meta:
+            node.meta.setdefault("nn_module_stack", user.meta["nn_module_stack"])
+            node.meta.setdefault("stack_trace", user.meta.get("stack_trace"))
+            return
+
+
+def scalar_arg(match, name: str):
+    """A matched scalar parameter as a Python value, or None when the graph computes it (a symbolic float)."""
+    value = match.kwargs.get(name)
+    return None if isinstance(value, (Node, torch.SymFloat, torch.SymInt)) else value

@@ -1,0 +1,207 @@
+"""RMSNorm spellings -> `mojo::rms_norm` (and, with a residual add in front, `mojo::add_rms_norm`).
+
+Each spelling below is the Python a model family writes (../shared/reference/hf-spellings.md, groups N1-N5),
+with the numerics the Mojo op must reproduce: where the cast back to the input dtype happens ("normed" before the
+weight multiply, "output" at the end, "rstd" on the inverse root) and the weight offset (Gemma's 1 + w). Each is
+registered for both ways of writing the inverse root and for bf16 / fp32 / bf16-with-fp32-weight inputs (the
+casts an fp32 graph lacks make it a different graph). `.type_as(x)` and `.float()` need no spelling of their own:
+canonicalisation turns them into `.to(dtype)`, and `x * x` / `x.square()` into `x.pow(2)`.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn.functional as F
+
+from . import register_pattern, scalar_arg
+
+aten = torch.ops.aten
+mojo = torch.ops.mojo
+
+EPS = 1.2345e-5  # trace values of the captured scalars: unlike any other literal in these patterns
+OFFSET = 3.125
+TELL_TALES = (aten.rsqrt.default, aten.rms_norm.default)
+
+
+# ------------------------------------------------------------------------------------------- the shared core
+def rstd_rsqrt(x32, eps):
+    return torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def rstd_pow(x32, eps):  # Gemma3n / Gemma4: torch.pow(ms, -0.5)
+    return torch.pow(x32.pow(2).mean(-1, keepdim=True) + eps, -0.5)
+
+
+# ----------------------------------------------------------------------- spellings: (x, weight, eps, rstd) -> y
+def llama(x, weight, eps, rstd):  # N1: cast, then weight on the left
+    x32 = x.to(torch.float32)
+    return weight * (x32 * rstd(x32, eps)).to(x.dtype)
+
+
+def llama4(x, weight, eps, rstd):  # N4: cast, then weight on the right
+    x32 = x.to(torch.float32)
+    return (x32 * rstd(x32, eps)).to(x.dtype) * weight
+
+
+def olmo2(x, weight, eps, rstd):  # N3: weight multiply in fp32 (type promotion), then cast
+    x32 = x.to(torch.float32)
+    return (weight * (x32 * rstd(x32, eps))).to(x.dtype)
+
+
+def olmo2_weight_right(x, weight, eps, rstd):
+    x32 = x.to(torch.float32)
+    return ((x32 * rstd(x32, eps)) * weight).to(x.dtype)
+
+
+def helium(x, weight, eps, rstd):  # N3b: explicit fp32 weight on the left
+    x32 = x.to(torch.float32)
+    return (weight.to(torch.float32) * (x32 * rstd(x32, eps))).to(x.dtype)
+
+
+def gemma3n(x, weight, eps, rstd):  # N2b with scale: fp32 weight on the right
+    x32 = x.to(torch.float32)
+    return ((x32 * rstd(x32, eps)) * weight.to(torch.float32)).to(x.dtype)
+
+
+def gemma(x, weight, eps, offset, rstd):  # N2: zero-centred weight, (1 + w) in fp32
+    x32 = x.to(torch.float32)
+    return ((x32 * rstd(x32, eps)) * (offset + weight.to(torch.float32))).to(x.dtype)
+
+
+def unweighted(x, eps, rstd):  # N2b without scale, Llama4 L2Norm, NanoChat
+    x32 = x.to(torch.float32)
+    return (x32 * rstd(x32, eps)).to(x.dtype)
+
+
+def deepseek_v4(x, eps, rstd):  # N4 UnweightedRMSNorm: the inverse root is cast, the product is in x's dtype
+    return x * rstd(x.to(torch.float32), eps).to(x.dtype)
+
+
+# name -> (spelling, cast mode, has weight, has offset)
+SPELLINGS = {
+    "llama": (llama, "normed", True, False),
+    "llama4": (llama4, "normed", True, False),
+    "olmo2": (olmo2, "output", True, False),
+    "olmo2_weight_right": (olmo2_weight_right, "output", True, False),
+    "helium": (helium, "output", True, False),
+    "gemma3n": (gemma3n, "output", True, False),
+    "gemma": (gemma, "output", True, True),
+    "unweighted": (unweighted, "output", False, False),
+    "deepseek_v4": (deepseek_v4, "rstd", False, False),
+}
+RSTD_SPELLINGS = {"rsqrt": rstd_rsqrt, "pow": rstd_pow}
+
+
+# ------------------------------------------------------------------------------------------------------ checks
+def _val(match, name):
+    node = match.kwargs.get(name)
+    return node.meta.get("val") if node is not None and hasattr(node, "meta") else None
+
+
+def _norm_check(match) -> bool:
+    """The op computes what the pattern did only for a float input, a captured eps and a per-column weight."""
+    x = _val(match, "x")
+    if x is None or not x.dtype.is_floating_point or x.dim() == 0:
+        return False
+    if scalar_arg(match, "eps") is None or ("offset" in match.kwargs and scalar_arg(match, "offset") is None):
+        return False  # symbolic scalars (torch.compile(dynamic=True) turns float attributes into graph inputs)
+    if "weight" in match.kwargs:
+        w = _val(match, "weight")
+        if w is None or w.dim() != 1 or w.shape[0] != x.shape[-1] or not w.dtype.is_floating_point:
+            return False
+    if "residual" in match.kwargs:
+        r = _val(match, "residual")
+        if r is None or r.shape != x.shape or r.dtype != x.dtype:
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------ registration
+def _examples(weighted: bool, residual: bool) -> list[tuple]:
+    out = []
+    for x_dtype, w_dtype in ((torch.bfloat16, torch.bfloat16), (torch.float32, torch.float32),
+                             (torch.bfloat16, torch.float32)):
+        if not weighted and w_dtype != x_dtype:
+            continue
+        x = torch.randn(2, 3, 8, dtype=x_dtype)
+        inputs = (x, torch.randn(2, 3, 8, dtype=x_dtype)) if residual else (x,)
+        out.append(inputs + ((torch.randn(8, dtype=w_dtype),) if weighted else ()))
+    return out
+
+
+def _with_params(fn, params):
+    """Give `fn(*args)` a named signature: Inductor binds pattern parameters by name."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    fn.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
+    return fn
+
+
+def _make(spelling, rstd, cast, weighted, offset, residual):
+    """The search and replace functions of one spelling, optionally behind a residual add."""
+    params = ["x", *(["residual"] if residual else []), *(["weight"] if weighted else []), "eps",
+              *(["offset"] if offset else [])]
+
+    def bind(args):
+        a = dict(zip(params, args))
+        return a["x"], a.get("residual"), a.get("weight"), a["eps"], a.get("offset", 0.0)
+
+    def search(*args):
+        x, res, weight, eps, offset_value = bind(args)
+        total = x + res if residual else x
+        y = spelling(total, *([weight] if weighted else []), eps, *([offset_value] if offset else []), rstd)
+        return (y, total) if residual else y
+
+    def replace(*args):
+        x, res, weight, eps, offset_value = bind(args)
+        if residual:
+            y, total, _ = mojo.add_rms_norm(x, res, weight, eps, offset_value, cast)
+            return y, total
+        return mojo.rms_norm(x, weight, eps, offset_value, cast)[0]
+
+    return _with_params(search, params), _with_params(replace, params)
+
+
+def register_spellings(residual: bool) -> None:
+    family = "add_rms_norm" if residual else "rms_norm"
+    for name, (spelling, cast, weighted, offset) in SPELLINGS.items():
+        for rstd_name, rstd in RSTD_SPELLINGS.items():
+            search, replace = _make(spelling, rstd, cast, weighted, offset, residual)
+            scalars = {"eps": EPS, **({"offset": OFFSET} if offset else {})}
+            register_pattern(f"{family}.{name}" + ("" if rstd_name == "rsqrt" else f".{rstd_name}"),
+                             search, replace, _examples(weighted, residual), scalars=scalars,
+                             extra_check=_norm_check, priority=10 if residual else 0, family=family,
+                             tell_tales=TELL_TALES, lazy=True)
+
+
+register_spellings(residual=False)
+
+
+# F.rms_norm / torch.nn.RMSNorm arrive as one aten.rms_norm node: "output" numerics, eps None = finfo(dtype).eps.
+def _f_rms_norm_eps(x, eps):
+    return torch.finfo(x.dtype).eps if eps is None else eps
+
+
+def _f_rms_norm_weighted_check(match) -> bool:
+    x, w = _val(match, "x"), _val(match, "weight")
+    return (x is not None and w is not None and w.dtype == x.dtype and w.dim() == 1 and w.shape[0] == x.shape[-1]
+            and not isinstance(match.kwargs.get("eps"), torch.fx.Node))
+
+
+def _f_rms_norm_check(match) -> bool:
+    x = _val(match, "x")
+    return x is not None and x.dtype.is_floating_point and not isinstance(match.kwargs.get("eps"), torch.fx.Node)
+
+
+register_pattern(
+    "rms_norm.F_rms_norm",
+    lambda x, weight, eps: F.rms_norm(x, (x.shape[-1],), weight, eps),
+    lambda x, weight, eps: mojo.rms_norm(x, weight, _f_rms_norm_eps(x, eps), 0.0, "output")[0],
+    _examples(weighted=True, residual=False)[:2], scalars={"eps": EPS}, extra_check=_f_rms_norm_weighted_check,
+    family="rms_norm", tell_tales=TELL_TALES, lazy=True)
+register_pattern(
+    "rms_norm.F_rms_norm_unweighted",
+    lambda x, eps: F.rms_norm(x, (x.shape[-1],), None, eps),
+    lambda x, eps: mojo.rms_norm(x, None, _f_rms_norm_eps(x, eps), 0.0, "output")[0],
+    _examples(weighted=False, residual=False), scalars={"eps": EPS}, extra_check=_f_rms_norm_check,
+    family="rms_norm", tell_tales=TELL_TALES, lazy=True)
