@@ -75,21 +75,24 @@ def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.cons
 @triton.jit
 def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+                     INTERPRET: tl.constexpr):
+    """Tiles of BLOCK_M rows; a grid smaller than the tile count makes the programs persistent (grid-stride)."""
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
-    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
-    row_ok = rows < M
     col_ok = cols < N
-    mask = row_ok[:, None] & col_ok[None, :]
-    offs = rows[:, None] * N + cols[None, :]
-    x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
-    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-    tl.store(RSTD + rows, rstd, mask=row_ok)
     w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 0.0
-    y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
-    tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
+    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
+        rows = (tile * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_ok = rows < M
+        mask = row_ok[:, None] & col_ok[None, :]
+        offs = rows[:, None] * N + cols[None, :]
+        x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
+        rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+        tl.store(RSTD + rows, rstd, mask=row_ok)
+        y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+        tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
 
 
 @triton.jit
@@ -220,8 +223,9 @@ def _num_programs(x: torch.Tensor) -> int:
     return 4
 
 
-def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype):
-    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]."""
+def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
+    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps, programs per SM
+    or 0 for one program per tile, pipeline stages) overrides the heuristic (benchmarks/tune_norms.py)."""
     n = x.shape[-1]
     x2 = _rows(x)
     r2 = _rows(residual) if residual is not None else None
@@ -231,20 +235,25 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype):
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
         block_m, block_n, num_warps = _fwd_config(n)
+        per_sm, stages = 0, 1
+        if config is not None and block_n >= n:
+            block_m, num_warps, per_sm, stages = config
         args = (x2, r2 if r2 is not None else x2, weight if weight is not None else x2, y,
                 total if total is not None else y, rstd)
         flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast], INTERPRET=interpreting())
         if block_n >= n:
-            _fwd_rows_kernel[(triton.cdiv(m, block_m),)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m,
-                                                          BLOCK_N=block_n, num_warps=num_warps)
+            tiles = triton.cdiv(m, block_m)
+            grid = min(tiles, _num_programs(x) // 4 * per_sm) if per_sm else tiles
+            _fwd_rows_kernel[(grid,)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m, BLOCK_N=block_n,
+                                      NUM_STAGES=stages, num_warps=num_warps)
         else:
             _fwd_loop_kernel[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n, num_warps=num_warps)
     shape = x.shape
     return y.view(shape), (total.view(shape) if total is not None else None), rstd.view(shape[:-1])
 
 
-def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
-    """Returns (grad_x, grad_weight or an empty tensor)."""
+def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad, config=None):
+    """Returns (grad_x, grad_weight or an empty tensor). `config` = (BLOCK_M, num_warps, programs per SM)."""
     n = x.shape[-1]
     x2, dy2 = _rows(x), _rows(grad_y)
     dres2 = _rows(grad_residual) if grad_residual is not None else None
@@ -257,10 +266,15 @@ def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, we
         return dx.view(x.shape), grad_w
     block_n = triton.next_power_of_2(n)
     loop = block_n > MAX_FUSED_N
-    block_m = 1 if loop else max(1, 2048 // block_n)
-    if interpreting() and not loop:
-        block_m = max(block_m, 8192 // block_n)
-    num_programs = min(_num_programs(x), triton.cdiv(m, block_m))
+    # Tuned on an H200 (benchmarks/tune_norms.py): ~8-16K elements per step, a few programs per SM.
+    block_m = 1 if loop else min(32, max(1, (16384 if block_n >= 4096 else 8192) // block_n))
+    num_warps = min(16, max(4, block_n // 512))
+    per_sm = min(4, max(1, 4096 // block_n))
+    max_programs = _num_programs(x) // 4 * per_sm
+    if config is not None and not loop:
+        block_m, num_warps, per_sm = config
+        max_programs = _num_programs(x) // 4 * per_sm
+    num_programs = min(max_programs, triton.cdiv(m, block_m))
     rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
     num_programs = triton.cdiv(m, rows_per_program)
     partial_shape = (num_programs, n) if weight_grad else (1,)
@@ -272,7 +286,6 @@ def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, we
     if loop:
         _bwd_loop_kernel[(num_programs,)](*args, **flags, BLOCK_N=LOOP_BLOCK_N, num_warps=8)
     else:
-        num_warps = min(16, max(1, block_m * block_n // 256))
         _bwd_rows_kernel[(num_programs,)](*args, **flags, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     grad_w = dw.sum(0).to(weight.dtype) if weight_grad else x.new_empty((0,))
     return dx.view(x.shape), grad_w

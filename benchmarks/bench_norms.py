@@ -1,0 +1,131 @@
+"""RMSNorm and residual-add + RMSNorm on the GPU: eager / Inductor / Liger / mojo, side by side.
+
+    python benchmarks/bench_norms.py [--quick]
+
+Every implementation runs the HF Llama spelling (bf16, eps 1e-6): eager is the spelling itself, Inductor is
+`torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama"), mojo is
+`torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Triton op). Forward times are
+medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians
+of plain calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an
+ideal kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import bench, copy_bandwidth, fmt, liger, print_table, rel_err  # noqa: E402
+
+import mojo_compile  # noqa: E402
+
+EPS = 1e-6
+
+
+def llama_rms_norm(x, weight):
+    input_dtype = x.dtype
+    x = x.to(torch.float32)
+    variance = x.pow(2).mean(-1, keepdim=True)
+    x = x * torch.rsqrt(variance + EPS)
+    return weight * x.to(input_dtype)
+
+
+def add_llama_rms_norm(x, residual, weight):
+    total = residual + x
+    return llama_rms_norm(total, weight), total
+
+
+def implementations(op: str, peers):
+    fn = llama_rms_norm if op == "rms_norm" else add_llama_rms_norm
+    impls = {
+        "eager": fn,
+        "inductor": torch.compile(fn, dynamic=False),
+        "mojo": torch.compile(fn, backend="mojo", dynamic=False, options={"inner_compiler": "eager"}),
+    }
+    if peers is not None:
+        rms, add_rms = peers
+        if op == "rms_norm":
+            impls["liger"] = lambda x, w: rms.LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
+        else:
+            impls["liger"] = lambda x, r, w: add_rms.LigerFusedAddRMSNormFunction.apply(x, r, w, EPS, 0.0, "llama",
+                                                                                       False)
+    return impls
+
+
+def reference(op, inputs):
+    """fp64 of the same spelling (roundings of the bf16 spelling kept where they are part of its definition)."""
+    if op == "rms_norm":
+        x, w = inputs
+        x64 = x.double()
+        return (w.double() * (x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + EPS))),
+    x, r, w = inputs
+    total = (r + x).double()
+    return (w.double() * (total * torch.rsqrt(total.pow(2).mean(-1, keepdim=True) + EPS))), total
+
+
+def run(op: str, tokens_list, hidden_list, peers, copy_bw):
+    impls = implementations(op, peers)
+    names = list(impls)
+    rows_fwd, rows_train = [], []
+    fwd_bytes = 2 if op == "rms_norm" else 4  # tensors of [M, N] moved
+    train_bytes = 5 if op == "rms_norm" else 8
+    for hidden in hidden_list:
+        for tokens in tokens_list:
+            torch.manual_seed(0)
+            x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+            w = (1 + 0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)
+            inputs = [x, w] if op == "rms_norm" else [x, torch.randn_like(x), w]
+            ref = reference(op, inputs)
+            fwd, train, errs = {}, {}, {}
+            for name, impl in impls.items():
+                out = impl(*inputs)
+                out = out if isinstance(out, tuple) else (out,)
+                errs[name] = rel_err(out[0], ref[0])
+                fwd[name] = bench(lambda: impl(*inputs))
+                leaves = [t.detach().requires_grad_() for t in inputs]
+                outs = impl(*leaves)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                grads = [torch.randn_like(o) for o in outs]
+
+                def step(impl=impl, leaves=leaves, grads=grads):
+                    o = impl(*leaves)
+                    o = o if isinstance(o, tuple) else (o,)
+                    return torch.autograd.grad(o, leaves, grads)
+
+                train[name] = bench(step, cudagraph=False)  # autograd does not capture reliably
+            assert errs["mojo"] <= 2 * errs["eager"] + 1e-3, (op, tokens, hidden, errs)
+            m = tokens * hidden * 2
+            for rows, times, nbytes in ((rows_fwd, fwd, fwd_bytes * m), (rows_train, train, train_bytes * m)):
+                gbs = nbytes / (times["mojo"] * 1e-6) / 1e9
+                best_peer = min(times[n] for n in names if n not in ("mojo", "eager"))
+                rows.append([f"{tokens}x{hidden}", *(fmt(times.get(n)) for n in ("eager", "inductor", "liger", "mojo")),
+                             f"{gbs:7.0f}", f"{100 * gbs * 1e9 / copy_bw:5.1f}%",
+                             f"{best_peer / times['mojo']:5.2f}x", f"{errs['mojo']:.1e}"])
+    header = ["tokens x hidden", "eager", "inductor", "liger", "mojo", "mojo GB/s", "% copy", "vs best peer",
+              "mojo rel err"]
+    print_table(f"{op} forward (us)", header, rows_fwd)
+    print_table(f"{op} forward + backward (us)", header, rows_train)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="only the large shapes")
+    args = parser.parse_args()
+    torch._dynamo.config.cache_size_limit = 64
+    copy_bw = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw / 1e12:.2f} TB/s")
+    tokens = [4096, 16384] if args.quick else [1, 128, 4096, 16384]
+    hidden = [4096] if args.quick else [2048, 4096, 8192]
+    peers = liger()
+    for op in ("rms_norm", "add_rms_norm"):
+        mojo_compile.reset_report()
+        run(op, tokens, hidden, peers, copy_bw)
+        counts = mojo_compile.last_report().counts()
+        assert counts.get(f"mojo.{op}", 0) >= 1, f"mojo did not fuse {op}: {mojo_compile.last_report()}"
+
+
+if __name__ == "__main__":
+    main()

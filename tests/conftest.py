@@ -1,0 +1,24 @@
+"""Test setup: on a machine without CUDA the Triton kernels run in the interpreter (CPU tensors), so the same tests
+check the kernels in CI and natively on a GPU."""
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernels are defined: before any import of them
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+KERNEL_TARGET_OK = DEVICE == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    """Each test starts with fresh random inputs of its own, no Dynamo cache and an empty report."""
+    import mojo_compile
+
+    torch._dynamo.reset()
+    mojo_compile.reset_report()
+    torch.manual_seed(hash(os.environ.get("PYTEST_CURRENT_TEST", "")) % (2 ** 31))
+    yield
+    torch._dynamo.reset()
