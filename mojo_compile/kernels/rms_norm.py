@@ -75,24 +75,21 @@ def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.cons
 @triton.jit
 def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
-                     INTERPRET: tl.constexpr):
-    """Tiles of BLOCK_M rows; a grid smaller than the tile count makes the programs persistent (grid-stride)."""
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
     col_ok = cols < N
+    mask = row_ok[:, None] & col_ok[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
+    rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
     w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 0.0
-    for tile in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
-        rows = (tile * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        row_ok = rows < M
-        mask = row_ok[:, None] & col_ok[None, :]
-        offs = rows[:, None] * N + cols[None, :]
-        x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
-        rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
-        tl.store(RSTD + rows, rstd, mask=row_ok)
-        y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
-        tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
+    y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+    tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
 
 
 @triton.jit
@@ -200,15 +197,23 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1, t.shape[-1]).contiguous()
 
 
-def _fwd_config(n: int) -> tuple[int, int, int]:
+# (BLOCK_M, num_warps) by BLOCK_N for (norm, add + norm): the best of a sweep on an H200, bf16, 16384 rows
+# (benchmarks/tune_norms.py). Other widths use the formula in _fwd_config.
+_FWD_TUNED = {128: ((16, 4), (8, 4)), 2048: ((1, 2), (1, 8)), 4096: ((2, 16), (1, 8)), 8192: ((1, 8), (1, 16))}
+
+
+def _fwd_config(n: int, residual: bool) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) of the row kernel; BLOCK_N > MAX_FUSED_N selects the loop kernel."""
     block_n = triton.next_power_of_2(n)
     if block_n > MAX_FUSED_N:
         return 1, LOOP_BLOCK_N, 8
-    block_m = max(1, 4096 // block_n)
+    if block_n in _FWD_TUNED:
+        block_m, num_warps = _FWD_TUNED[block_n][residual]
+    else:
+        block_m = max(1, min(16, 4096 // block_n))
+        num_warps = min(16, max(1, block_m * block_n // 512))
     if interpreting():
         block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
-    num_warps = min(16, max(1, block_m * block_n // 512))
     return block_m, block_n, num_warps
 
 
@@ -224,8 +229,8 @@ def _num_programs(x: torch.Tensor) -> int:
 
 
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
-    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps, programs per SM
-    or 0 for one program per tile, pipeline stages) overrides the heuristic (benchmarks/tune_norms.py)."""
+    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps) overrides
+    the heuristic (benchmarks/tune_norms.py)."""
     n = x.shape[-1]
     x2 = _rows(x)
     r2 = _rows(residual) if residual is not None else None
@@ -234,18 +239,15 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     total = torch.empty_like(x2) if residual is not None else None
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
-        block_m, block_n, num_warps = _fwd_config(n)
-        per_sm, stages = 0, 1
+        block_m, block_n, num_warps = _fwd_config(n, residual is not None)
         if config is not None and block_n >= n:
-            block_m, num_warps, per_sm, stages = config
+            block_m, num_warps = config
         args = (x2, r2 if r2 is not None else x2, weight if weight is not None else x2, y,
                 total if total is not None else y, rstd)
         flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast], INTERPRET=interpreting())
         if block_n >= n:
-            tiles = triton.cdiv(m, block_m)
-            grid = min(tiles, _num_programs(x) // 4 * per_sm) if per_sm else tiles
-            _fwd_rows_kernel[(grid,)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m, BLOCK_N=block_n,
-                                      NUM_STAGES=stages, num_warps=num_warps)
+            _fwd_rows_kernel[(triton.cdiv(m, block_m),)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m,
+                                                          BLOCK_N=block_n, num_warps=num_warps)
         else:
             _fwd_loop_kernel[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n, num_warps=num_warps)
     shape = x.shape

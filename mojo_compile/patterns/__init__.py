@@ -29,7 +29,7 @@ from ..canonicalize import canonicalize
 log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
-           "trace_pre_dispatch", "rewrite", "scalar_arg"]
+           "trace_pre_dispatch", "rewrite", "symbolic_scalar"]
 
 BUILTIN_MODULES = ("add_rms_norm", "rms_norm")
 
@@ -196,7 +196,7 @@ def _inherit_module_stack(node: Node) -> None:
             return
 
 
-def scalar_arg(match, name: str):
-    """A matched scalar parameter as a Python value, or None when the graph computes it (a symbolic float)."""
-    value = match.kwargs.get(name)
-    return None if isinstance(value, (Node, torch.SymFloat, torch.SymInt)) else value
+def symbolic_scalar(match, name: str) -> bool:
+    """True when a scalar parameter is computed by the graph (a SymFloat from torch.compile(dynamic=True)) rather
+    than a literal. (Some torch versions re-match literals exactly and leave them out of match.kwargs.)"""
+    return isinstance(match.kwargs.get(name), (Node, torch.SymFloat, torch.SymInt))

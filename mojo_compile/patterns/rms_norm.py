@@ -14,7 +14,7 @@ import inspect
 import torch
 import torch.nn.functional as F
 
-from . import register_pattern, scalar_arg
+from . import register_pattern, symbolic_scalar
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -104,8 +104,8 @@ def _norm_check(match) -> bool:
     x = _val(match, "x")
     if x is None or not x.dtype.is_floating_point or x.dim() == 0:
         return False
-    if scalar_arg(match, "eps") is None or ("offset" in match.kwargs and scalar_arg(match, "offset") is None):
-        return False  # symbolic scalars (torch.compile(dynamic=True) turns float attributes into graph inputs)
+    if symbolic_scalar(match, "eps") or symbolic_scalar(match, "offset"):
+        return False  # torch.compile(dynamic=True) turns float attributes into graph inputs: eps is not a constant
     if "weight" in match.kwargs:
         w = _val(match, "weight")
         if w is None or w.dim() != 1 or w.shape[0] != x.shape[-1] or not w.dtype.is_floating_point:
@@ -185,12 +185,12 @@ def _f_rms_norm_eps(x, eps):
 def _f_rms_norm_weighted_check(match) -> bool:
     x, w = _val(match, "x"), _val(match, "weight")
     return (x is not None and w is not None and w.dtype == x.dtype and w.dim() == 1 and w.shape[0] == x.shape[-1]
-            and not isinstance(match.kwargs.get("eps"), torch.fx.Node))
+            and not symbolic_scalar(match, "eps"))
 
 
 def _f_rms_norm_check(match) -> bool:
     x = _val(match, "x")
-    return x is not None and x.dtype.is_floating_point and not isinstance(match.kwargs.get("eps"), torch.fx.Node)
+    return x is not None and x.dtype.is_floating_point and not symbolic_scalar(match, "eps")
 
 
 register_pattern(
