@@ -56,8 +56,10 @@ def test_forward(shape, dtype, cast, residual):
     exact = rms_norm_fp64(x, w, eps, offset, r)
     assert y.dtype == y_ref.dtype and y.shape == x.shape and y.is_contiguous()
     assert rel(y, exact) <= TOL[dtype], rel(y, exact)
-    if dtype != torch.float32:  # the same roundings as the torch target: at most one ulp apart anywhere
-        torch.testing.assert_close(y, y_ref, rtol=torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
+    if dtype != torch.float32:
+        # The same roundings as the torch target: only rsqrt's last bit may differ, which moves the normalised value
+        # by one ulp and, through the second rounding of "normed" mode (times a weight of up to ~2), the output by two.
+        torch.testing.assert_close(y, y_ref, rtol=2 * torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
     src = (x + r if residual else x).double()
     torch.testing.assert_close(rstd.double(), torch.rsqrt(src.pow(2).mean(-1) + eps), rtol=1e-5, atol=0)
 

@@ -12,6 +12,7 @@ Scalars such as eps are captured from the graph (`scalars=`), never burned in.
 """
 from __future__ import annotations
 
+import collections
 import fnmatch
 import functools
 import importlib
@@ -49,13 +50,14 @@ class Pattern:
     priority: int = 0
     family: str = ""
     tell_tales: tuple = ()
-    _pass: Any = None
+    _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
 
     def enabled(self, disabled: Sequence[str]) -> bool:
         return not any(fnmatch.fnmatchcase(self.name, d) or self.family == d for d in disabled)
 
 
 _PATTERNS: dict[str, Pattern] = {}
+_SEEN_GRAPHS: dict = collections.defaultdict(list)  # (fp32 forms of different spellings often trace alike)
 
 
 def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
@@ -93,7 +95,7 @@ def register_pattern(
         that occur nowhere else in the pattern.
     extra_check: called with the Inductor `Match` (`match.kwargs` holds the bound parameters, as nodes or values);
         return False to leave a site alone.
-    priority: higher runs first -- give a superset pattern (add + norm) a higher priority than its subset (norm).
+    priority: higher runs first. Within a priority, larger patterns run first (so add + norm before norm).
     family: the group a pattern belongs to (`options={"disable": [family or name glob]}` turns it off).
     tell_tales: ATen ops whose presence after rewriting means a site of this family was left unfused (reported).
     lazy: trace on first use instead of now (the built-ins use this to keep `import mojo_compile` fast).
@@ -141,23 +143,39 @@ def _register_replacement_kwargs() -> set:
 
 
 def _compile(pattern: Pattern) -> None:
-    """Trace the pattern into its own PatternMatcherPass (one per pattern, so matches can be attributed)."""
+    """Trace each input set of the pattern into its own PatternMatcherPass, remembering the pattern's size."""
     from torch._inductor import pattern_matcher as pm
 
-    pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
     optional = {"skip_duplicates": True}
     optional = {k: v for k, v in optional.items() if k in _register_replacement_kwargs()}
+    passes = []
     for inputs in pattern.example_inputs:
+        pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
+        if optional:  # one record of traced graphs for all passes: a graph another pattern registered is skipped
+            pattern_pass.seen_patterns = _SEEN_GRAPHS
         try:
-            pm.register_replacement(
+            expr = pm.register_replacement(
                 pattern.search, pattern.replace, list(inputs), trace_pre_dispatch, pattern_pass,
                 extra_check=pattern.extra_check or pm._return_true, scalar_workaround=pattern.scalars, **optional)
-        except PatternError:
-            raise
         except Exception as e:  # a user's search function that does not trace must say which pattern it is
             raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
                                f"{[_describe(i) for i in inputs]}: {type(e).__name__}: {e}") from e
-    pattern._pass = pattern_pass
+        if expr:  # False: the same graph as an input set already registered
+            passes.append((_size(expr), pattern_pass))
+    pattern._passes = passes
+
+
+def _size(expr) -> int:
+    """Nodes in a pattern expression: larger patterns are applied first (maximal munch)."""
+    from torch._inductor import pattern_matcher as pm
+
+    seen, stack = set(), list(getattr(expr, "outputs", None) or [expr])
+    while stack:
+        e = stack.pop()
+        if isinstance(e, pm.CallFunction) and id(e) not in seen:
+            seen.add(id(e))
+            stack.extend(a for a in (*e.args, *e.kwargs.values()) if isinstance(a, pm.PatternExpr))
+    return len(seen)
 
 
 def _describe(x) -> str:
@@ -169,15 +187,19 @@ def _mojo_nodes(gm: GraphModule) -> set[Node]:
 
 
 def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern, Node]]:
-    """Apply every enabled pattern, supersets first. Returns (pattern, new Mojo op node) per match."""
-    matches = []
+    """Apply every enabled pattern: by priority, then larger patterns first, so that a spelling with its casts wins
+    over the fp32 form of another spelling that would match only its inside, and add + norm over norm.
+    Returns (pattern, new Mojo op node) per match."""
+    passes = []
     for pattern in registered_patterns():
-        if not pattern.enabled(disabled):
-            continue
-        if pattern._pass is None:
-            _compile(pattern)
+        if pattern.enabled(disabled):
+            if pattern._passes is None:
+                _compile(pattern)
+            passes.extend((pattern, size, pattern_pass) for size, pattern_pass in pattern._passes)
+    matches = []
+    for pattern, _, pattern_pass in sorted(passes, key=lambda p: (-p[0].priority, -p[1])):
         before = _mojo_nodes(gm)
-        if pattern._pass.apply(gm.graph):
+        if pattern_pass.apply(gm.graph):
             for node in _mojo_nodes(gm) - before:
                 node.meta["mojo_pattern"] = pattern.name
                 _inherit_module_stack(node)

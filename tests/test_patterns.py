@@ -1,0 +1,301 @@
+"""Every RMSNorm spelling is found exactly once and computes what eager does; near-misses are left alone.
+
+The spellings are written here the way model code writes them (hf-spellings.md N1-N5), independently of the
+pattern file. Each is compiled with backend="mojo" (eager inner compiler) on the torch target, which must be
+bit-identical to eager, and on the Triton target, which must be as accurate as eager against an fp64 reference.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mojo_compile
+from conftest import DEVICE, KERNEL_TARGET_OK
+
+EPS = 1e-6
+
+
+class Llama(nn.Module):  # N1
+    def __init__(self, n):
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(n))
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.to(torch.float32)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + EPS)
+        return self.weight * x.to(dtype)
+
+
+class LlamaSquare(Llama):  # x * x and .square() for .pow(2), .float() for .to(float32)
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt((h * h).mean(-1, keepdim=True) + EPS)).to(x.dtype)
+
+
+class Llama4(Llama):  # N4: weight on the right, type_as
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt(h.square().mean(-1, keepdim=True) + EPS)).type_as(x) * self.weight
+
+
+class Gemma(Llama):  # N2: 1 + w in fp32, cast last
+    def forward(self, x):
+        h = x.float()
+        out = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+class Gemma3n(Llama):  # N2b: pow(-0.5), fp32 weight
+    def forward(self, x):
+        h = x.float()
+        out = h * torch.pow(h.pow(2).mean(-1, keepdim=True) + EPS, -0.5)
+        return (out * self.weight.float()).type_as(x)
+
+
+class Gemma3nNoScale(nn.Module):  # N2b with_scale=False
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.pow(h.pow(2).mean(-1, keepdim=True) + EPS, -0.5)).type_as(x)
+
+
+class Olmo2(Llama):  # N3: weight multiply in fp32 by promotion, then cast
+    def forward(self, x):
+        dtype = x.dtype
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return (self.weight * h).to(dtype)
+
+
+class Helium(Llama):  # N3b
+    def forward(self, x):
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return (self.weight.to(torch.float32) * h).to(x.dtype)
+
+
+class L2Norm(nn.Module):  # Llama4 qk L2 norm: unweighted
+    def forward(self, x):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)).type_as(x)
+
+
+class DeepseekV4Unweighted(nn.Module):  # the inverse root is cast, the product is in x's dtype
+    def forward(self, x):
+        return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + EPS).to(x.dtype)
+
+
+class FRmsNorm(Llama):
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, EPS)
+
+
+SPELLINGS = {
+    "llama": (Llama, "rms_norm.llama"),
+    "llama_square": (LlamaSquare, "rms_norm.llama"),
+    "llama4": (Llama4, "rms_norm.llama4"),
+    "gemma": (Gemma, "rms_norm.gemma"),
+    "gemma3n": (Gemma3n, "rms_norm.gemma3n.pow"),
+    "gemma3n_no_scale": (lambda n: Gemma3nNoScale(), "rms_norm.unweighted.pow"),
+    "olmo2": (Olmo2, "rms_norm.olmo2"),
+    "helium": (Helium, "rms_norm.helium"),
+    "l2norm": (lambda n: L2Norm(), "rms_norm.unweighted"),
+    "deepseek_v4": (lambda n: DeepseekV4Unweighted(), "rms_norm.deepseek_v4"),
+    "F.rms_norm": (FRmsNorm, "rms_norm.F_rms_norm"),
+    "nn.RMSNorm": (lambda n: nn.RMSNorm(n, eps=EPS), "rms_norm.F_rms_norm"),
+}
+TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+
+
+def compiled(module, target, **options):
+    return torch.compile(module, backend="mojo", dynamic=False,
+                         options={"inner_compiler": "eager", "target": target, **options})
+
+
+def fp64_twin(module):
+    import copy
+    return copy.deepcopy(module).double()
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("name", list(SPELLINGS))
+def test_spelling_fused_once_and_equal(name, dtype, target):
+    make, pattern = SPELLINGS[name]
+    module = make(96).to(DEVICE, dtype)
+    x = torch.randn(3, 5, 96, device=DEVICE, dtype=dtype) * 2
+    eager = module(x)
+    out = compiled(module, target)(x)
+    sites = mojo_compile.last_report().sites
+    if dtype == torch.float32:  # without casts several spellings trace alike: the first registered names them
+        pattern = sites[0].pattern if sites and sites[0].pattern.startswith("rms_norm.") else pattern
+    assert [(s.op, s.pattern, s.target) for s in sites] == [("mojo.rms_norm", pattern, target)]
+    assert out.dtype == eager.dtype and out.shape == eager.shape
+    if target == "torch":
+        assert torch.equal(out, eager)  # the reference is the spelling itself
+    else:
+        exact = fp64_twin(module)(x.double())
+        assert rel(out, exact) <= rel(eager, exact) * 1.5 + 1e-7, (rel(out, exact), rel(eager, exact))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_mixed_precision_weight(target):
+    """bf16 activations with an fp32 weight (Llama spelling): the output promotes to fp32, as in eager."""
+    module = Llama(64).to(DEVICE)  # fp32 weight
+    x = torch.randn(4, 64, device=DEVICE, dtype=torch.bfloat16)
+    out = compiled(module, target)(x)
+    assert mojo_compile.last_report().counts() == {"mojo.rms_norm": 1}
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, module(x), rtol=2 * 2 ** -8, atol=1e-6)
+
+
+class PreNormBlock(nn.Module):
+    """The P1 residual chain: sum = residual + branch feeds the next norm and the next residual."""
+
+    def __init__(self, n, norm=Llama):
+        super().__init__()
+        self.norm1, self.norm2, self.final = norm(n), norm(n), norm(n)
+        self.proj = nn.Linear(n, n, bias=False)
+
+    def forward(self, x):
+        residual = x
+        h = self.proj(self.norm1(x))
+        h = residual + h
+        residual = h
+        h = self.proj(self.norm2(h))
+        h = residual + h
+        return self.final(h)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("norm", [Llama, Gemma, Olmo2], ids=["llama", "gemma", "olmo2"])
+def test_residual_chain(norm, target):
+    block = PreNormBlock(64, norm).to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 7, 64, device=DEVICE, dtype=torch.bfloat16)
+    out = compiled(block, target)(x)
+    report = mojo_compile.last_report()
+    assert report.counts() == {"mojo.rms_norm": 1, "mojo.add_rms_norm": 2}
+    assert [s.source for s in report.sites] == ["norm1", "norm2", "final"]
+    if target == "torch":
+        assert torch.equal(out, block(x))
+    else:
+        torch.testing.assert_close(out, block(x), rtol=0.05, atol=0.05)  # bf16, through a Linear
+
+
+def test_sum_used_elsewhere_comes_from_the_op():
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = Llama(32)
+
+        def forward(self, x, r):
+            s = x + r
+            return self.norm(s), s * 2
+
+    block = Block().to(DEVICE, torch.bfloat16)
+    x, r = (torch.randn(4, 32, device=DEVICE, dtype=torch.bfloat16) for _ in range(2))
+    out = compiled(block, "torch")(x, r)
+    assert mojo_compile.last_report().counts() == {"mojo.add_rms_norm": 1}
+    assert all(torch.equal(a, b) for a, b in zip(out, block(x, r)))
+
+
+# --------------------------------------------------------------------------------------------- must not match
+class CohereLayerNorm(Llama):  # N6: mean-subtracting
+    def forward(self, x):
+        h = x.to(torch.float32)
+        mean = h.mean(-1, keepdim=True)
+        variance = (h - mean).pow(2).mean(-1, keepdim=True)
+        h = (h - mean) * torch.rsqrt(variance + EPS)
+        return (self.weight.to(torch.float32) * h).to(x.dtype)
+
+
+class OtherDim(Llama):  # reduction over another dim
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(1, keepdim=True) + EPS)).to(x.dtype)
+
+
+class NoKeepdim(Llama):  # mean without keepdim, broadcast back by hand
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1) + EPS).unsqueeze(-1)).to(x.dtype)
+
+
+class IntermediateReused(Llama):  # the normalised fp32 value escapes: fusing would change what it returns
+    def forward(self, x):
+        h = x.float()
+        n = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)
+        return self.weight * n.to(x.dtype), n
+
+
+class CastElsewhere(Llama):  # casts to a dtype other than the input's
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)).to(torch.float16)
+
+
+class HeadWeight(nn.Module):  # Cohere-style (H, D) weight: not one value per column
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 16))
+
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS)).to(x.dtype)
+
+
+# name -> (module, input shape, patterns that may match). The spelling as a whole must never match; where its
+# fp32 core (x32 * rsqrt(mean(x32^2) + eps)) is intact, that core alone is a valid unweighted norm of the upcast.
+NEGATIVE = {
+    "nn.LayerNorm": (lambda: nn.LayerNorm(64), (3, 64), []),
+    "cohere_layernorm": (lambda: CohereLayerNorm(64), (3, 64), []),
+    "other_dim": (lambda: OtherDim(64), (3, 64, 64), []),
+    "mean_without_keepdim": (lambda: NoKeepdim(64), (3, 64), []),
+    "cast_elsewhere": (lambda: CastElsewhere(64), (3, 64), ["rms_norm.unweighted"]),
+    "head_weight": (HeadWeight, (2, 3, 4, 16), ["rms_norm.unweighted"]),
+}
+
+
+@pytest.mark.parametrize("name", list(NEGATIVE))
+def test_near_misses_are_not_fused(name):
+    make, shape, allowed = NEGATIVE[name]
+    module = make().to(DEVICE, torch.bfloat16)
+    x = torch.randn(*shape, device=DEVICE, dtype=torch.bfloat16)
+    out = compiled(module, "torch")(x)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == allowed
+    ref = module(x)
+    for a, b in zip(out if isinstance(out, tuple) else (out,), ref if isinstance(ref, tuple) else (ref,)):
+        assert torch.equal(a, b)
+
+
+def test_reused_intermediate_blocks_the_whole_spelling():
+    """The normalised fp32 value escapes, so the Llama spelling cannot be replaced as a whole; only its fp32 core
+    (an unweighted norm of the upcast input, which computes that escaping value) may be fused."""
+    module = IntermediateReused(64).to(DEVICE, torch.bfloat16)
+    x = torch.randn(3, 64, device=DEVICE, dtype=torch.bfloat16)
+    out = compiled(module, "torch")(x)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["rms_norm.unweighted"]
+    assert all(torch.equal(a, b) for a, b in zip(out, module(x)))
+
+
+def test_unfused_site_is_reported():
+    out = compiled(NoKeepdim(64).to(DEVICE), "torch", disable=["add_rms_norm"])(torch.randn(2, 64, device=DEVICE))
+    notes = mojo_compile.last_report().graphs[0].notes
+    assert any(note.startswith("rms_norm: 1 aten.rsqrt.default left unfused") for note in notes), notes
+    assert out.shape == (2, 64)
+
+
+def test_disable_option_turns_a_family_off():
+    block = PreNormBlock(64).to(DEVICE, torch.bfloat16)
+    x = torch.randn(2, 3, 64, device=DEVICE, dtype=torch.bfloat16)
+    compiled(block, "torch", disable=["add_rms_norm"])(x)
+    assert mojo_compile.last_report().counts() == {"mojo.rms_norm": 3}
+    torch._dynamo.reset()
+    mojo_compile.reset_report()
+    compiled(block, "torch", disable=["rms_norm.*", "add_rms_norm"])(x)
+    assert mojo_compile.last_report().counts() == {}
