@@ -1,0 +1,59 @@
+"""Target `torch_npu`: Ascend's fused ops (../shared/reference/seed-contracts.md). The table loads only where
+torch_npu imports; asking for this target elsewhere is a clear error (backend.resolve_target).
+
+npu_rms_norm / npu_add_rms_norm compute in fp32 and round once at the end ("output" numerics). The Llama spelling
+("normed") rounds the normalised value before the weight multiply, so it runs the NPU op with a unit gamma (which is
+exactly that rounded value) and multiplies by the weight afterwards. The backward has no entry here: it runs on the
+torch reference (logged once).
+"""
+from __future__ import annotations
+
+import torch
+import torch_npu  # noqa: F401  (an ImportError marks the target unavailable, with this reason)
+
+from ..ops.rms_norm import rms_norm_out_dtype
+from .table import Impl
+
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _reason(x, weight, weight_offset, cast):
+    if x.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {x.device.type}"
+    if x.dtype not in FLOAT_DTYPES:
+        return f"input dtype {x.dtype} is not fp16/bf16/fp32"
+    if cast == "rstd" and x.dtype != torch.float32:
+        return "npu_rms_norm does not round the inverse root to the input dtype (cast='rstd')"
+    if weight is not None and weight.dtype != x.dtype and cast != "normed":
+        return f"npu_rms_norm takes gamma in the input dtype ({x.dtype}), the weight is {weight.dtype}"
+    if weight_offset and cast != "normed" and x.dtype != torch.float32:
+        return "gamma = 1 + w would be rounded to the input dtype before npu_rms_norm uses it"
+    return None
+
+
+def _gamma(x, weight, weight_offset, cast):
+    if weight is None or cast == "normed":
+        return torch.ones(x.shape[-1], dtype=x.dtype, device=x.device)
+    return weight + weight_offset if weight_offset else weight
+
+
+def _finish(y, x, weight, weight_offset, cast):
+    if cast == "normed" and weight is not None:  # Llama: the weight multiplies the rounded normalised value
+        y = (y.float() * (weight.float() + weight_offset)).to(rms_norm_out_dtype(x, weight, cast))
+    return y
+
+
+def rms_norm(x, weight, eps, weight_offset, cast):
+    y, rstd = torch_npu.npu_rms_norm(x, _gamma(x, weight, weight_offset, cast), epsilon=eps)
+    return _finish(y, x, weight, weight_offset, cast), rstd.reshape(x.shape[:-1]).float()
+
+
+def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
+    y, rstd, total = torch_npu.npu_add_rms_norm(x, residual, _gamma(x, weight, weight_offset, cast), epsilon=eps)
+    return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
+
+
+TABLE = {
+    "rms_norm": Impl(rms_norm, lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
+    "add_rms_norm": Impl(add_rms_norm, lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
+}

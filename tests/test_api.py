@@ -1,0 +1,172 @@
+"""The user-facing surface: options and their errors, register_pattern, the report, the CLI, the entry point."""
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import mojo_compile
+from conftest import DEVICE
+
+mojo = torch.ops.mojo
+
+
+def llama_norm(x, w):
+    h = x.float()
+    return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def run_compiled(fn, *args, **compile_kwargs):
+    return torch.compile(fn, backend="mojo", **compile_kwargs)(*args)
+
+
+def xw(n=32):
+    return torch.randn(4, n, device=DEVICE, dtype=torch.bfloat16), torch.randn(n, device=DEVICE, dtype=torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------------------- options
+@pytest.mark.parametrize("options,message", [
+    ({"target": "tpu"}, "unknown mojo target 'tpu'"),
+    ({"inner_compiler": "tvm"}, "unknown inner_compiler 'tvm'"),
+    ({"no_such_option": 1}, "unknown option 'no_such_option'"),
+    ({"inner_compiler": "eager", "max_autotune": True}, "takes no Inductor config"),
+])
+def test_bad_options_are_clear_errors(options, message):
+    with pytest.raises(Exception, match=message):
+        run_compiled(llama_norm, *xw(), options=options)
+
+
+def test_torch_npu_without_torch_npu_is_a_clear_error():
+    pytest.importorskip("torch")  # (torch_npu is not installed on these machines)
+    if importlib.util.find_spec("torch_npu") is not None:
+        pytest.skip("torch_npu is installed")
+    with pytest.raises(Exception, match="target 'torch_npu' was requested .* unavailable: No module named 'torch_npu'"):
+        run_compiled(llama_norm, *xw(), options={"target": "torch_npu", "inner_compiler": "eager"})
+
+
+def test_env_vars(monkeypatch):
+    monkeypatch.setenv("MOJO_BACKEND", "torch")
+    monkeypatch.setenv("MOJO_INNER", "eager")
+    monkeypatch.setenv("MOJO_DISABLE", "rms_norm")
+    run_compiled(llama_norm, *xw())
+    graph = mojo_compile.last_report().graphs[0]
+    assert (graph.target, graph.inner_compiler, graph.counts()) == ("torch", "eager", {})
+
+
+def test_mode_and_extra_kwargs_are_accepted():
+    """HF's CompileConfig passes mode=; Inductor config keys pass through."""
+    options = mojo_compile.Options.parse(mode="max-autotune-no-cudagraphs", options={"target": "torch"})
+    assert options.inductor_config.get("max_autotune") is True
+    assert mojo_compile.Options.parse(mode="reduce-overhead").inductor_config == {"triton.cudagraphs": True}
+    with pytest.raises(mojo_compile.OptionError, match="unknown mode"):
+        mojo_compile.Options.parse(mode="fastest")
+
+
+def test_dump_dir(tmp_path):
+    run_compiled(llama_norm, *xw(), options={"inner_compiler": "eager", "dump_dir": str(tmp_path)})
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["graph_0_0.dynamo.py", "graph_0_0.mojo.py", "graph_0_0.report.txt"]
+    assert "torch.ops.mojo.rms_norm" in (tmp_path / "graph_0_0.mojo.py").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- user patterns
+def test_register_pattern_user_fusion():
+    """A user's own spelling (scaled by a constant after the norm) becomes a Mojo op plus the scale."""
+    def search(x, eps):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * 0.5).to(x.dtype)
+
+    def replace(x, eps):
+        return (mojo.rms_norm(x, None, eps, 0.0, "output")[0].float() * 0.5).to(x.dtype)
+
+    examples = [(torch.randn(2, 8, dtype=torch.bfloat16),), (torch.randn(2, 8),)]
+    mojo_compile.register_pattern("user.half_norm", search, replace, examples, scalars={"eps": 1.2345e-3},
+                                  priority=100)
+    try:
+        x = torch.randn(3, 64, device=DEVICE, dtype=torch.bfloat16)
+        fn = lambda x: search(x, 1e-5)  # noqa: E731
+        out = run_compiled(fn, x, options={"inner_compiler": "eager", "target": "torch"})
+        assert [s.pattern for s in mojo_compile.last_report().sites] == ["user.half_norm"]
+        assert torch.equal(out, fn(x))
+    finally:
+        mojo_compile.unregister_pattern("user.half_norm")
+
+
+def test_register_pattern_errors():
+    ok = (torch.randn(2, 8),)
+    with pytest.raises(mojo_compile.PatternError, match="must take the same parameters"):
+        mojo_compile.register_pattern("bad.sig", lambda x, eps: x, lambda x: x, ok, scalars={"eps": 1e-3})
+    with pytest.raises(mojo_compile.PatternError, match=r"scalars \['epsilon'\] are not parameters"):
+        mojo_compile.register_pattern("bad.scalar", lambda x, eps: x * eps, lambda x, eps: x * eps, ok,
+                                      scalars={"epsilon": 1e-3})
+    with pytest.raises(mojo_compile.PatternError, match="failed to trace"):
+        mojo_compile.register_pattern("bad.trace", lambda x: x.no_such_method(), lambda x: x, ok)
+    with pytest.raises(mojo_compile.PatternError, match="2 example inputs"):
+        mojo_compile.register_pattern("bad.inputs", lambda x: x * 2, lambda x: x * 2, (ok[0], ok[0]))
+    assert not any(p.name.startswith("bad.") for p in mojo_compile.registered_patterns())
+
+
+def test_report_json_and_table():
+    run_compiled(llama_norm, *xw(), options={"inner_compiler": "eager", "target": "torch"})
+    report = mojo_compile.last_report()
+    data = json.loads(report.to_json())
+    assert data["graphs"][0]["sites"][0]["op"] == "mojo.rms_norm"
+    assert "mojo.rms_norm x1" in report.table()
+
+
+# ----------------------------------------------------------------------------------------------- CLI, install
+def _run(args, **kw):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, **kw)
+
+
+def test_cli_explain(tmp_path):
+    script = tmp_path / "norm_script.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        import mojo_compile
+        def norm(x, w):
+            h = x.float()
+            return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        out = torch.compile(norm, backend="mojo")(torch.randn(4, 32), torch.randn(32))
+        print("ran with", sys.argv[1:])
+    """))
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = _run(["-m", "mojo_compile.cli", "explain", "--inner", "eager", str(script), "--flag", "1"], env=env)
+    assert done.returncode == 0, done.stderr
+    assert "ran with ['--flag', '1']" in done.stdout
+    assert "rms_norm.llama" in done.stdout and "mojo.rms_norm x1" in done.stdout
+
+
+def test_cli_bad_path():
+    done = _run(["-m", "mojo_compile.cli", "explain", "no/such/script.py"])
+    assert done.returncode == 2 and "no such script: no/such/script.py" in done.stderr
+
+
+def _entry_point_installed() -> bool:
+    return any(ep.name == "mojo" for ep in importlib.metadata.entry_points(group="torch_dynamo_backends"))
+
+
+@pytest.mark.skipif(not _entry_point_installed(), reason="package not installed (pip install -e .)")
+def test_fresh_process_finds_the_backend_without_importing_it():
+    code = textwrap.dedent("""
+        import sys, torch
+        from transformers import Qwen3Config, Qwen3ForCausalLM
+        cfg = Qwen3Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, pad_token_id=0)
+        model = Qwen3ForCausalLM(cfg).eval()
+        ids = torch.randint(3, 128, (1, 6))
+        assert "mojo_compile" not in sys.modules
+        with torch.no_grad():
+            out = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})(input_ids=ids).logits
+            assert torch.equal(out, model(input_ids=ids).logits)
+        import mojo_compile
+        print(dict(mojo_compile.last_report().counts()))
+    """)
+    done = _run(["-c", code], cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "{'mojo.rms_norm': 3, 'mojo.add_rms_norm': 2}" in done.stdout or \
+        "{'mojo.add_rms_norm': 2, 'mojo.rms_norm': 3}" in done.stdout, done.stdout
