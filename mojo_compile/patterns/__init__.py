@@ -58,6 +58,7 @@ class Pattern:
 
 _PATTERNS: dict[str, Pattern] = {}
 _SEEN_GRAPHS: dict = collections.defaultdict(list)  # (fp32 forms of different spellings often trace alike)
+_SOURCES: dict = {}  # matched input nodes -> nn_module_stack of the matched code, until its Mojo op takes it
 
 
 def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
@@ -156,13 +157,30 @@ def _compile(pattern: Pattern) -> None:
         try:
             expr = pm.register_replacement(
                 pattern.search, pattern.replace, list(inputs), trace_pre_dispatch, pattern_pass,
-                extra_check=pattern.extra_check or pm._return_true, scalar_workaround=pattern.scalars, **optional)
+                extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
+                **optional)
         except Exception as e:  # a user's search function that does not trace must say which pattern it is
             raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
                                f"{[_describe(i) for i in inputs]}: {type(e).__name__}: {e}") from e
         if expr:  # False: the same graph as an input set already registered
             passes.append((_size(expr), pattern_pass))
     pattern._passes = passes
+
+
+def _check_and_note_source(pattern: Pattern, match) -> bool:
+    """The pattern's extra_check; on success, note the module the matched code came from, keyed by the matched
+    input nodes, for the Mojo op that replaces it (Inductor does not carry that metadata over in every version)."""
+    if pattern.extra_check is not None and not pattern.extra_check(match):
+        return False
+    for node in [*match.output_nodes(), *match.nodes]:
+        if node is not None and node.meta.get("nn_module_stack"):
+            _SOURCES[_input_key(match.kwargs.values())] = node.meta["nn_module_stack"]
+            break
+    return True
+
+
+def _input_key(values) -> frozenset:
+    return frozenset(v for v in values if isinstance(v, Node))
 
 
 def _size(expr) -> int:
@@ -204,13 +222,19 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
                 node.meta["mojo_pattern"] = pattern.name
                 _inherit_module_stack(node)
                 matches.append((pattern, node))
+    _SOURCES.clear()
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return matches
 
 
 def _inherit_module_stack(node: Node) -> None:
-    """The replaced outputs' module (kept on the getitem users Inductor created) becomes the op's own."""
+    """The module of the code the op replaced becomes the op's own (noted at match time, else taken from the getitem
+    users, to which some Inductor versions copy the replaced outputs' metadata)."""
+    stack = _SOURCES.pop(_input_key(node.args), None)
+    if stack is not None:
+        node.meta["nn_module_stack"] = stack
+        return
     for user in node.users:
         if "nn_module_stack" in user.meta:
             node.meta.setdefault("nn_module_stack", user.meta["nn_module_stack"])
