@@ -136,7 +136,10 @@ def test_spelling_fused_once_and_equal(name, dtype, target):
         pattern = sites[0].pattern if sites and sites[0].pattern.startswith("rms_norm.") else pattern
     assert [(s.op, s.pattern, s.target) for s in sites] == [("mojo.rms_norm", pattern, target)]
     assert out.dtype == eager.dtype and out.shape == eager.shape
-    if target == "torch":
+    if target == "torch" and name in ("F.rms_norm", "nn.RMSNorm") and DEVICE == "cuda":
+        # On CUDA eager F.rms_norm is a fused kernel of its own; the reference spells out the same math.
+        torch.testing.assert_close(out, eager, rtol=2 * torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
+    elif target == "torch":
         assert torch.equal(out, eager)  # the reference is the spelling itself
     else:
         exact = fp64_twin(module)(x.double())

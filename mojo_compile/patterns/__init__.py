@@ -172,11 +172,21 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     input nodes, for the Mojo op that replaces it (Inductor does not carry that metadata over in every version)."""
     if pattern.extra_check is not None and not pattern.extra_check(match):
         return False
+    _claim_sources(match.nodes[0].graph)  # before this match's replacement rewrites the inputs of earlier ops
     for node in [*match.output_nodes(), *match.nodes]:
         if node is not None and node.meta.get("nn_module_stack"):
             _SOURCES[_input_key(match.kwargs.values())] = node.meta["nn_module_stack"]
             break
     return True
+
+
+def _claim_sources(graph) -> None:
+    for node in graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "namespace", None) == "mojo" \
+                and "nn_module_stack" not in node.meta:
+            stack = _SOURCES.pop(_input_key(node.args), None)
+            if stack is not None:
+                node.meta["nn_module_stack"] = stack
 
 
 def _input_key(values) -> frozenset:
@@ -218,6 +228,7 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     for pattern, _, pattern_pass in sorted(passes, key=lambda p: (-p[0].priority, -p[1])):
         before = _mojo_nodes(gm)
         if pattern_pass.apply(gm.graph):
+            _claim_sources(gm.graph)
             for node in _mojo_nodes(gm) - before:
                 node.meta["mojo_pattern"] = pattern.name
                 _inherit_module_stack(node)
@@ -231,9 +242,7 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
 def _inherit_module_stack(node: Node) -> None:
     """The module of the code the op replaced becomes the op's own (noted at match time, else taken from the getitem
     users, to which some Inductor versions copy the replaced outputs' metadata)."""
-    stack = _SOURCES.pop(_input_key(node.args), None)
-    if stack is not None:
-        node.meta["nn_module_stack"] = stack
+    if "nn_module_stack" in node.meta:
         return
     for user in node.users:
         if "nn_module_stack" in user.meta:
