@@ -91,7 +91,7 @@ def bench_prefill(rows):
         except Exception as e:
             rows.append(["prefill 1x4096", name, "failed", "", "", f"{type(e).__name__}: {str(e)[:60]}"])
         finally:
-            del model
+            model = None
             torch.cuda.empty_cache()
         if name == "mojo":
             print(mojo_compile.last_report().table().splitlines()[0])
@@ -118,7 +118,7 @@ def bench_train(rows):
         except Exception as e:
             rows.append(["train step 1x4096", name, "failed", "", "", f"{type(e).__name__}: {str(e)[:60]}"])
         finally:
-            del model
+            model = None
             torch.cuda.empty_cache()
 
 
@@ -152,7 +152,7 @@ def bench_decode(rows):
         except Exception as e:
             rows.append(["decode per token", name, "failed", "", "", f"{type(e).__name__}: {str(e)[:60]}"])
         finally:
-            del model
+            model = None
             torch.cuda.empty_cache()
 
 
