@@ -2,7 +2,9 @@
 
 A short rule list in the style of tinygrad's PatternMatcher: each rule looks at one node and returns what should
 replace it (an existing node), a new node, or None. Every rule is exact -- it never changes a single bit of any
-value -- so it is also safe on the parts of the graph no pattern matches. The same pass runs on the graphs traced
+value -- so it is also safe on the parts of the graph no pattern matches. Rules that would turn a fresh tensor into
+an alias of its input (`x * 1.0`) apply only where neither is written in place (pre-dispatch graphs keep in-place
+ops such as StaticCache's index_copy_). The same pass runs on the graphs traced
 from the patterns themselves, which is what makes the two sides comparable.
 
 What it does not need to do: `contiguous()` on a contiguous tensor and `x.float()` on an fp32 tensor are already
@@ -10,6 +12,7 @@ gone or are the no-op casts removed below; `F.dropout(x, p, training=False)` arr
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Optional
 
 import torch
@@ -30,7 +33,10 @@ def _same_tensor_type(a, b) -> bool:
 
 
 def _no_op_cast(node: Node) -> Optional[Node]:
-    """`x.to(x.dtype)`, `x.type_as(y)` with y of x's dtype, `x.to(x.device, x.dtype)`: the cast changes nothing."""
+    """`x.to(x.dtype)`, `x.to(x.device, x.dtype)`: the cast returns x itself (no copy, no layout change)."""
+    if node.kwargs.get("copy") or node.kwargs.get("memory_format") is not None or \
+            any(a is True for a in node.args[2:]):  # the positional copy flag
+        return None
     return node.args[0] if _same_tensor_type(node.args[0], node) else None
 
 
@@ -46,17 +52,59 @@ def _type_as(node: Node) -> Optional[Node]:
 
 
 def _eval_dropout(node: Node) -> Optional[Node]:
+    """Eval-mode dropout returns its input itself."""
     x, p, train = (list(node.args) + [node.kwargs.get("p"), node.kwargs.get("train")])[:3]
-    return x if (train is False or p == 0) and _same_tensor_type(x, node) else None
+    return x if train is False and _same_tensor_type(x, node) else None
 
 
 def _identity_arith(identity) -> Callable[[Node], Optional[Node]]:
-    """`x * 1.0`, `x / 1`, `x + 0` (alpha 1) return x unchanged when the result keeps x's dtype and shape."""
+    """`x * 1.0`, `x / 1`, `x + 0` (alpha 1) hold x's values when the result keeps x's dtype and shape. They are
+    fresh tensors, though: dropping them is exact only where neither side is written in place later."""
     def rule(node: Node) -> Optional[Node]:
-        if len(node.args) == 2 and node.args[1] == identity and node.kwargs.get("alpha", 1) == 1:
-            return node.args[0] if _same_tensor_type(node.args[0], node) else None
+        x = node.args[0]
+        if len(node.args) == 2 and node.args[1] == identity and node.kwargs.get("alpha", 1) == 1 \
+                and _same_tensor_type(x, node) and not _touched_by_mutation(node) \
+                and not _touched_by_mutation(x):
+            return x
         return None
     return rule
+
+
+def _view_base(node) -> Optional[Node]:
+    """The tensor a view node aliases (views per the op schema; getitem of a split), else None."""
+    if not isinstance(node, Node) or node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        return _view_base(node.args[0]) and node.args[0]
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None and not schema.is_mutable and any(r.alias_info is not None for r in schema.returns):
+        return node.args[0] if isinstance(node.args[0], Node) else None
+    return None
+
+
+def _touched_by_mutation(node: Node) -> bool:
+    """True when node, a tensor it is a view of, or a view of that tensor is written by an in-place op (StaticCache
+    index_copy_, ...). Memoised per graph: the set of written tensors and their view chains."""
+    graph = node.graph
+    touched = getattr(graph, "_mojo_touched", None)
+    if touched is None:
+        touched = set()
+        for n in graph.nodes:
+            schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
+            if schema is None or not schema.is_mutable:
+                continue
+            for i, arg in enumerate(schema.arguments):
+                if arg.alias_info is not None and arg.alias_info.is_write:
+                    value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)
+                    while isinstance(value, Node):
+                        touched.add(value)
+                        value = _view_base(value)
+        graph._mojo_touched = touched
+    while node is not None:
+        if node in touched:
+            return True
+        node = _view_base(node)
+    return False
 
 
 def _same_shape_view(node: Node) -> Optional[Node]:
@@ -64,12 +112,15 @@ def _same_shape_view(node: Node) -> Optional[Node]:
 
 
 def _view_chain(node: Node) -> Optional[Node]:
-    """view(view(x, a), b) -> view(x, b); reshape(view|reshape(x, a), b) -> reshape(x, b)."""
+    """reshape(view|reshape(x, a), b) -> reshape(x, b); view(view(x, a), b) -> view(x, b) for a contiguous x
+    (a view of a view of a strided tensor need not be a valid view of it)."""
     if _same_tensor_type(node.args[0], node):
         return node.args[0]
     inner = node.args[0]
     if isinstance(inner, Node) and inner.op == "call_function" and inner.target in _VIEW_OPS:
-        if node.target is aten.reshape.default or inner.target is aten.view.default:
+        base = _val(inner.args[0])
+        if node.target is aten.reshape.default or (
+                inner.target is aten.view.default and base is not None and base.is_contiguous()):
             with node.graph.inserting_before(node):
                 return node.graph.call_function(node.target, (inner.args[0], *node.args[1:]))
     return None
@@ -89,7 +140,6 @@ RULES: dict = {
     aten.to.dtype: _no_op_cast,
     aten.to.dtype_layout: _no_op_cast,
     aten.to.device: _no_op_cast,
-    aten._to_copy.default: _no_op_cast,
     aten.type_as.default: _type_as,
     aten.dropout.default: _eval_dropout,
     aten.mul.Tensor: lambda n: _identity_arith(1)(n) or _square(n),
@@ -123,6 +173,7 @@ def canonicalize(graph_or_module: Graph | GraphModule) -> int:
             if again is not None and again is not new:
                 new.replace_all_uses_with(again)
                 graph.erase_node(new)
+    graph.__dict__.pop("_mojo_touched", None)
     graph.eliminate_dead_code()
     if isinstance(graph_or_module, GraphModule):
         graph_or_module.recompile()

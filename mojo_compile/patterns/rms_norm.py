@@ -183,14 +183,8 @@ def _f_rms_norm_eps(x, eps):
 
 
 def _f_rms_norm_weighted_check(match) -> bool:
-    x, w = _val(match, "x"), _val(match, "weight")
-    return (x is not None and w is not None and w.dtype == x.dtype and w.dim() == 1 and w.shape[0] == x.shape[-1]
-            and not symbolic_scalar(match, "eps"))
-
-
-def _f_rms_norm_check(match) -> bool:
-    x = _val(match, "x")
-    return x is not None and x.dtype.is_floating_point and not symbolic_scalar(match, "eps")
+    """As any norm, and the weight in x's dtype (F.rms_norm's own rule for a fused, non-promoting result)."""
+    return _norm_check(match) and _val(match, "weight").dtype == _val(match, "x").dtype
 
 
 register_pattern(
@@ -203,5 +197,5 @@ register_pattern(
     "rms_norm.F_rms_norm_unweighted",
     lambda x, eps: F.rms_norm(x, (x.shape[-1],), None, eps),
     lambda x, eps: mojo.rms_norm(x, None, _f_rms_norm_eps(x, eps), 0.0, "output")[0],
-    _examples(weighted=False, residual=False), scalars={"eps": EPS}, extra_check=_f_rms_norm_check,
+    _examples(weighted=False, residual=False), scalars={"eps": EPS}, extra_check=_norm_check,
     family="rms_norm", tell_tales=TELL_TALES, lazy=True)
