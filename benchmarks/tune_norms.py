@@ -17,7 +17,7 @@ from common import bench, copy_bandwidth, print_table  # noqa: E402
 
 from mojo_compile.kernels import rms_norm as k  # noqa: E402
 
-SHAPES = [(16384, 2048), (16384, 4096), (16384, 8192), (4096, 8192), (128, 4096), (16384 * 8, 128)]
+SHAPES = [(m, n) for n in (2048, 4096, 8192) for m in (1, 128, 4096, 16384)] + [(16384 * 8, 128)]
 BWD_SHAPES = [(16384, 2048), (16384, 4096), (4096, 8192), (16384 * 8, 128)]
 
 
@@ -40,12 +40,13 @@ def main():
                 for warps in (2, 4, 8, 16):
                     if warps * 32 > block_m * block_n:
                         continue
-                    try:
-                        t = bench(lambda: run((block_m, warps)), rep_ms=40)
-                    except Exception:
-                        continue
-                    if t < best[0]:
-                        best = (t, f"BLOCK_M={block_m} warps={warps}")
+                    for evict in (False, True):
+                        try:
+                            t = bench(lambda: run((block_m, warps, evict)), rep_ms=25)
+                        except Exception:
+                            continue
+                        if t < best[0]:
+                            best = (t, f"BLOCK_M={block_m} warps={warps} evict={evict}")
             nbytes = (4 if residual is not None else 2) * m * n * 2
             rows.append([f"{'add_' if residual is not None else ''}rms fwd {m}x{n}", f"{base:.1f}",
                          f"{best[0]:.1f}", best[1], f"{100 * nbytes / (best[0] * 1e-6) / bw:.0f}%"])

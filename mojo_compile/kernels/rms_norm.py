@@ -20,6 +20,7 @@ import os
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton  # launches are traceable: Inductor can inline them (lowering/__init__.py)
 
 CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}
 MAX_FUSED_N = 16384  # longest row kept in registers
@@ -45,11 +46,20 @@ def _round(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _load_input(X, R, S, offs, mask, HAS_RES: tl.constexpr, STORE_SUM: tl.constexpr, INTERPRET: tl.constexpr):
+def _stream(P, mask, EVICT: tl.constexpr):
+    """A load read once: with EVICT, marked first to leave L2 so the weight and the outputs stay."""
+    if EVICT:
+        return tl.load(P, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    return tl.load(P, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _load_input(X, R, S, offs, mask, HAS_RES: tl.constexpr, STORE_SUM: tl.constexpr, INTERPRET: tl.constexpr,
+                EVICT: tl.constexpr = False):
     """x (+ residual, rounded to the input dtype like eager's add), as fp32. Optionally stores the sum."""
-    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    x = _stream(X + offs, mask, EVICT)
     if HAS_RES:
-        r = tl.load(R + offs, mask=mask, other=0.0).to(tl.float32)
+        r = _stream(R + offs, mask, EVICT)
         x = _round(x + r, X.dtype.element_ty, INTERPRET)
         if STORE_SUM:
             tl.store(S + offs, x, mask=mask)
@@ -75,7 +85,7 @@ def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.cons
 @triton.jit
 def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, EVICT: tl.constexpr):
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -84,7 +94,7 @@ def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
     col_ok = cols < N
     mask = row_ok[:, None] & col_ok[None, :]
     offs = rows[:, None] * N + cols[None, :]
-    x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET)
+    x = _load_input(X, R, S, offs, mask, HAS_RES, True, INTERPRET, EVICT)
     rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     tl.store(RSTD + rows, rstd, mask=row_ok)
     w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 0.0
@@ -109,7 +119,8 @@ def _fwd_loop_kernel(X, R, W, Y, S, RSTD, N, eps, weight_offset,
     for start in range(0, N, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         col_ok = cols < N
-        x = _load_input(X, R, S, row * N + cols, col_ok, HAS_RES, False, INTERPRET)  # recompute: no read-after-write hazard
+        # recompute the sum rather than read S back: no read-after-write hazard
+        x = _load_input(X, R, S, row * N + cols, col_ok, HAS_RES, False, INTERPRET)
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) if HAS_W else 0.0
         y = _normalise(x, rstd, w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
         tl.store(Y + row * N + cols, _round(y, Y.dtype.element_ty, INTERPRET), mask=col_ok)
@@ -202,19 +213,23 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 _FWD_TUNED = {128: ((16, 4), (8, 4)), 2048: ((1, 2), (1, 8)), 4096: ((2, 16), (1, 8)), 8192: ((1, 8), (1, 16))}
 
 
-def _fwd_config(n: int, residual: bool) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) of the row kernel; BLOCK_N > MAX_FUSED_N selects the loop kernel."""
+def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int, bool]:
+    """(BLOCK_M, BLOCK_N, num_warps, EVICT) of the row kernel; BLOCK_N > MAX_FUSED_N selects the loop kernel.
+    `m` (rows) may be symbolic; only a static m below the SM count picks the latency config."""
     block_n = triton.next_power_of_2(n)
     if block_n > MAX_FUSED_N:
-        return 1, LOOP_BLOCK_N, 8
+        return 1, LOOP_BLOCK_N, 8, False
     if block_n in _FWD_TUNED:
         block_m, num_warps = _FWD_TUNED[block_n][residual]
     else:
         block_m = max(1, min(16, 4096 // block_n))
         num_warps = min(16, max(1, block_m * block_n // 512))
+    if isinstance(m, int) and triton.cdiv(m, block_m) < sm_count:
+        # Few rows: one row per program and more warps -- latency, not bandwidth, decides here.
+        block_m, num_warps = 1, min(16, max(4, block_n // 256))
     if interpreting():
         block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
-    return block_m, block_n, num_warps
+    return block_m, block_n, num_warps, False
 
 
 @functools.lru_cache(maxsize=None)
@@ -229,8 +244,8 @@ def _num_programs(x: torch.Tensor) -> int:
 
 
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
-    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps) overrides
-    the heuristic (benchmarks/tune_norms.py)."""
+    """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps[, EVICT])
+    overrides the heuristic (benchmarks/tune_norms.py)."""
     n = x.shape[-1]
     x2 = _rows(x)
     r2 = _rows(residual) if residual is not None else None
@@ -239,17 +254,20 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     total = torch.empty_like(x2) if residual is not None else None
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
-        block_m, block_n, num_warps = _fwd_config(n, residual is not None)
+        block_m, block_n, num_warps, evict = _fwd_config(n, residual is not None, m, _num_programs(x) // 4)
         if config is not None and block_n >= n:
-            block_m, num_warps = config
+            block_m, num_warps, evict = (tuple(config) + (evict,))[:3]
         args = (x2, r2 if r2 is not None else x2, weight if weight is not None else x2, y,
                 total if total is not None else y, rstd)
-        flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast], INTERPRET=interpreting())
+        flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast],
+                     INTERPRET=interpreting())
         if block_n >= n:
-            _fwd_rows_kernel[(triton.cdiv(m, block_m),)](*args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m,
-                                                          BLOCK_N=block_n, num_warps=num_warps)
+            wrap_triton(_fwd_rows_kernel)[(triton.cdiv(m, block_m),)](
+                *args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m, BLOCK_N=block_n, EVICT=evict,
+                num_warps=num_warps)
         else:
-            _fwd_loop_kernel[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n, num_warps=num_warps)
+            wrap_triton(_fwd_loop_kernel)[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n,
+                                                num_warps=num_warps)
     shape = x.shape
     return y.view(shape), (total.view(shape) if total is not None else None), rstd.view(shape[:-1])
 
@@ -276,7 +294,7 @@ def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, we
     if config is not None and not loop:
         block_m, num_warps, per_sm = config
         max_programs = _num_programs(x) // 4 * per_sm
-    num_programs = min(max_programs, triton.cdiv(m, block_m))
+    num_programs = torch.sym_min(max_programs, triton.cdiv(m, block_m))  # m may be symbolic: no guard
     rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
     num_programs = triton.cdiv(m, rows_per_program)
     partial_shape = (num_programs, n) if weight_grad else (1,)
@@ -286,8 +304,9 @@ def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, we
     flags = dict(HAS_W=weight is not None, HAS_DRES=dres2 is not None, WEIGHT_GRAD=weight_grad,
                  CAST=CAST_CODES[cast], INTERPRET=interpreting())
     if loop:
-        _bwd_loop_kernel[(num_programs,)](*args, **flags, BLOCK_N=LOOP_BLOCK_N, num_warps=8)
+        wrap_triton(_bwd_loop_kernel)[(num_programs,)](*args, **flags, BLOCK_N=LOOP_BLOCK_N, num_warps=8)
     else:
-        _bwd_rows_kernel[(num_programs,)](*args, **flags, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+        wrap_triton(_bwd_rows_kernel)[(num_programs,)](*args, **flags, BLOCK_M=block_m, BLOCK_N=block_n,
+                                                       num_warps=num_warps)
     grad_w = dw.sum(0).to(weight.dtype) if weight_grad else x.new_empty((0,))
     return dx.view(x.shape), grad_w

@@ -8,6 +8,13 @@ A target is a table `op name -> Impl(fn, supports)` (see table.py). Three ship w
 
 A new accelerator needs only a new table: `register_target("my_npu", load_table)`. Tables load lazily, so a
 target's imports (triton, torch_npu) are paid for only when it is used.
+
+How an op reaches its implementation:
+  * called directly (eager, or the eager inner compiler): the custom op's body calls `call()`, which checks
+    `supports` on the real tensors and runs the target's fn or the torch reference;
+  * under AOTAutograd (the Inductor inner compiler): `inline_in_inner_compiler` decomposes the op into its chosen
+    implementation when that is traceable, like `torch.library.triton_op` does, so Inductor launches our Triton kernels
+    from its own generated code (no custom-op dispatch per call) and fuses the torch reference with its neighbours.
 """
 from __future__ import annotations
 
@@ -18,7 +25,8 @@ from typing import Callable, Optional
 from . import reference
 from .table import Impl
 
-__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "call", "check_target_name"]
+__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "call", "check_target_name",
+           "inline_in_inner_compiler"]
 
 log = logging.getLogger("mojo_compile")
 
@@ -94,11 +102,62 @@ def log_fallback_once(op: str, target: str, reason: str) -> None:
         log.warning("mojo %s: %s falls back to torch: %s", op, target, reason)
 
 
+
+
+def _launch_directly():
+    """Real tensors go straight to the Triton launcher, not through wrap_triton's tracing wrapper (like triton_op)."""
+    try:
+        from torch._library.triton import set_wrap_triton_enabled
+    except ImportError:  # pragma: no cover - older torch
+        import contextlib
+        return contextlib.nullcontext()
+    return set_wrap_triton_enabled(False)
+
+
 def call(op: str, target: str, *args):
     """At run time: run `op` on `target`, or on the torch reference with the reason logged once."""
     if target != "torch":
         reason = _reason_not(op, target, args)
         if reason is None:
-            return _TABLES[target][op].fn(*args)
+            with _launch_directly():
+                return _TABLES[target][op].fn(*args)
         log_fallback_once(op, target, reason)
     return reference.TABLE[op].fn(*args)
+
+
+def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
+    """The implementation `call()` would run on these (fake) args, if it can be traced; else None."""
+    if target != "torch":
+        reason = _reason_not(op, target, args)
+        if reason is None:
+            impl = _TABLES[target][op]
+            return impl.fn if impl.traceable() else None
+        log_fallback_once(op, target, reason)
+    return reference.TABLE[op].fn
+
+
+def inline_in_inner_compiler(op_def, name: str) -> None:
+    """Under AOTAutograd's functionalization (what Inductor compiles), replace calls of the custom op `op_def` by the
+    traced body of its implementation on the op's `target`. Not under torch.export, which keeps custom ops whole."""
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+
+    schema = op_def._opoverload._schema
+    assert schema.arguments[-1].name == "target", f"{name}: `target` must be the last argument"
+
+    def decompose(mode, func, types, args, kwargs):
+        try:
+            from torch.export._trace import custom_triton_ops_decomposition_disabled
+            keep_whole = custom_triton_ops_decomposition_disabled()
+        except ImportError:  # pragma: no cover
+            keep_whole = False
+        values = dict(zip((a.name for a in schema.arguments), args))
+        values.update(kwargs)
+        bound = [values.get(a.name, a.default_value) for a in schema.arguments]
+        target = values.get("target", "torch")
+        fn = None if keep_whole else _traceable_impl(name, target, bound[:-1])
+        if fn is None:
+            return mode.__torch_dispatch__(func, types, args, kwargs)
+        with mode:
+            return fn(*bound[:-1])
+
+    op_def.register_torch_dispatch(FunctionalTensorMode, decompose)

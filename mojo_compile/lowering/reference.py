@@ -51,8 +51,12 @@ def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cas
     return grad_x.to(x.dtype).contiguous(), grad_w
 
 
+def _traceable() -> bool:
+    return True
+
+
 TABLE = {
-    "rms_norm": Impl(rms_norm),
-    "add_rms_norm": Impl(add_rms_norm),
-    "rms_norm_backward": Impl(rms_norm_backward),
+    "rms_norm": Impl(rms_norm, traceable=_traceable),
+    "add_rms_norm": Impl(add_rms_norm, traceable=_traceable),
+    "rms_norm_backward": Impl(rms_norm_backward, traceable=_traceable),
 }

@@ -62,8 +62,13 @@ def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, ca
     return _rows_reason(x, weight, grad_y, grad_residual)
 
 
+def _traceable() -> bool:
+    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors)."""
+    return not rms_kernels.interpreting()
+
+
 TABLE = {
-    "rms_norm": Impl(rms_norm, _supports_rms_norm),
-    "add_rms_norm": Impl(add_rms_norm, _supports_add_rms_norm),
-    "rms_norm_backward": Impl(rms_kernels.rms_norm_bwd, _supports_backward),
+    "rms_norm": Impl(rms_norm, _supports_rms_norm, _traceable),
+    "add_rms_norm": Impl(add_rms_norm, _supports_add_rms_norm, _traceable),
+    "rms_norm_backward": Impl(rms_kernels.rms_norm_bwd, _supports_backward, _traceable),
 }

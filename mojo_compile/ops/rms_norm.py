@@ -127,3 +127,7 @@ def _add_rms_norm_bwd(ctx, grad_y, grad_sum, _grad_rstd):
 
 
 add_rms_norm.register_autograd(_add_rms_norm_bwd, setup_context=_add_rms_norm_setup)
+
+
+for _op, _name in ((rms_norm, "rms_norm"), (add_rms_norm, "add_rms_norm"), (rms_norm_backward, "rms_norm_backward")):
+    lowering.inline_in_inner_compiler(_op, _name)

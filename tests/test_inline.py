@@ -1,0 +1,53 @@
+"""Under the Inductor inner compiler a Mojo op is not a black box: AOTAutograd decomposes it into its chosen
+implementation (lowering.inline_in_inner_compiler), so Inductor launches our Triton kernels from its own code (on a
+GPU) or fuses the torch reference with its neighbours. Forward and backward alike; numbers unchanged."""
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+import mojo_compile
+from conftest import DEVICE
+
+
+def llama_norm(x, w):
+    x32 = x.to(torch.float32)
+    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+    return w * y.to(x.dtype)
+
+
+def test_torch_target_is_fused_by_inductor():
+    x = torch.randn(4, 8, 64, dtype=torch.bfloat16, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(64)).to(torch.bfloat16).requires_grad_()
+    compiled = torch.compile(llama_norm, backend="mojo", options={"target": "torch"})
+
+    def step():
+        y = compiled(x, w)
+        y.backward(torch.ones_like(y))
+        return y
+
+    y, codes = run_and_get_code(step)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["rms_norm.llama"]
+    assert codes and not any("mojo" in code for code in codes), "a Mojo op reached Inductor's output as a call"
+    y_ref = llama_norm(x.detach(), w.detach())
+    # Inductor keeps fused intermediates in fp32 (the normalised value is not rounded to bf16 before the weight
+    # multiply), as it does when compiling the spelling itself: at most 1 bf16 ulp, i.e. 2**-7 relative.
+    torch.testing.assert_close(y.detach(), y_ref, rtol=2 ** -7, atol=0)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="Inductor launches user Triton kernels on GPUs only")
+def test_ttx_kernels_launched_from_inductor_code():
+    x = torch.randn(4, 8, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = (1 + 0.1 * torch.randn(4096, device="cuda")).to(torch.bfloat16).requires_grad_()
+    compiled = torch.compile(llama_norm, backend="mojo")
+
+    def step():
+        y = compiled(x, w)
+        y.backward(torch.ones_like(y))
+        return y
+
+    y, codes = run_and_get_code(step)
+    code = "\n".join(codes)
+    assert "_fwd_rows_kernel" in code and "_bwd_rows_kernel" in code
+    assert "torch.ops.mojo" not in code
+    y_ref = torch.ops.mojo.rms_norm(x.detach(), w.detach(), 1e-6, 0.0, "normed", "ttx")[0]
+    assert torch.equal(y.detach(), y_ref)
