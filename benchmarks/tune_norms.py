@@ -18,6 +18,8 @@ from common import bench, copy_bandwidth, print_table  # noqa: E402
 from mojo_compile.kernels import rms_norm as k  # noqa: E402
 
 SHAPES = [(m, n) for n in (2048, 4096, 8192) for m in (1, 128, 4096, 16384)] + [(16384 * 8, 128)]
+if "--only" in sys.argv:  # e.g. --only 4096x8192,16384x8192
+    SHAPES = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--only") + 1].split(",")]
 BWD_SHAPES = [(16384, 2048), (16384, 4096), (4096, 8192), (16384 * 8, 128)]
 
 
@@ -47,6 +49,13 @@ def main():
                             continue
                         if t < best[0]:
                             best = (t, f"BLOCK_M={block_m} warps={warps} evict={evict}")
+            for loop_n in (1024, 2048, 4096):  # the two-pass kernel (second read from L2) for long rows
+                if m < 4096 or loop_n >= n:
+                    continue
+                for warps in (4, 8, 16):
+                    t = bench(lambda: run(("loop", loop_n, warps)), rep_ms=25)
+                    if t < best[0]:
+                        best = (t, f"loop BLOCK_N={loop_n} warps={warps}")
             nbytes = (4 if residual is not None else 2) * m * n * 2
             rows.append([f"{'add_' if residual is not None else ''}rms fwd {m}x{n}", f"{base:.1f}",
                          f"{best[0]:.1f}", best[1], f"{100 * nbytes / (best[0] * 1e-6) / bw:.0f}%"])

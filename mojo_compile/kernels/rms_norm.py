@@ -210,7 +210,7 @@ def _rows(t: torch.Tensor) -> torch.Tensor:
 
 # (BLOCK_M, num_warps) by BLOCK_N for (norm, add + norm): the best of a sweep on an H200, bf16, 16384 rows
 # (benchmarks/tune_norms.py). Other widths use the formula in _fwd_config.
-_FWD_TUNED = {128: ((16, 4), (8, 4)), 2048: ((1, 2), (1, 8)), 4096: ((2, 16), (1, 8)), 8192: ((1, 8), (1, 16))}
+_FWD_TUNED = {128: ((16, 4), (8, 4)), 2048: ((1, 2), (1, 8)), 4096: ((2, 16), (1, 8)), 8192: ((2, 16), (1, 16))}
 
 
 def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int, bool]:
@@ -245,7 +245,7 @@ def _num_programs(x: torch.Tensor) -> int:
 
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
     """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps[, EVICT])
-    overrides the heuristic (benchmarks/tune_norms.py)."""
+    or ("loop", BLOCK_N, num_warps) overrides the heuristic (benchmarks/tune_norms.py)."""
     n = x.shape[-1]
     x2 = _rows(x)
     r2 = _rows(residual) if residual is not None else None
@@ -255,7 +255,9 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
         block_m, block_n, num_warps, evict = _fwd_config(n, residual is not None, m, _num_programs(x) // 4)
-        if config is not None and block_n >= n:
+        if config is not None and config[0] == "loop":  # ("loop", BLOCK_N, num_warps): the two-pass kernel
+            block_n, num_warps = config[1], config[2]
+        elif config is not None and block_n >= n:
             block_m, num_warps, evict = (tuple(config) + (evict,))[:3]
         args = (x2, r2 if r2 is not None else x2, weight if weight is not None else x2, y,
                 total if total is not None else y, rstd)

@@ -131,7 +131,7 @@ def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
         reason = _reason_not(op, target, args)
         if reason is None:
             impl = _TABLES[target][op]
-            return impl.fn if impl.traceable() else None
+            return impl.fn if impl.traceable(*args) else None
         log_fallback_once(op, target, reason)
     return reference.TABLE[op].fn
 

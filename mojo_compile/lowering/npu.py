@@ -3,8 +3,11 @@ torch_npu imports; asking for this target elsewhere is a clear error (backend.re
 
 npu_rms_norm / npu_add_rms_norm compute in fp32 and round once at the end ("output" numerics). The Llama spelling
 ("normed") rounds the normalised value before the weight multiply, so it runs the NPU op with a unit gamma (which is
-exactly that rounded value) and multiplies by the weight afterwards. The backward has no entry here: it runs on the
-torch reference (logged once).
+exactly that rounded value) and multiplies by the weight afterwards.
+
+npu_swiglu takes the fused gate_up tensor (silu of its first half times the second), so only the fused SwiGLU form
+with the gate first maps onto it; the two-tensor form would need a cat and runs on the torch reference.
+Backward ops have no entry here: they run on the torch reference (logged once).
 """
 from __future__ import annotations
 
@@ -53,7 +56,20 @@ def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
     return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
 
 
+def _swiglu_reason(gate_up, act, gate_first):
+    if gate_up.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
+    if act != "silu" or not gate_first:
+        return "npu_swiglu computes silu(first half) * second half only"
+    return None
+
+
+def gated_act_fused(gate_up, act, gate_first):
+    return torch_npu.npu_swiglu(gate_up, dim=-1)
+
+
 TABLE = {
+    "gated_act_fused": Impl(gated_act_fused, _swiglu_reason),
     "rms_norm": Impl(rms_norm, lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
     "add_rms_norm": Impl(add_rms_norm, lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
 }

@@ -6,6 +6,7 @@ the uncompiled one does, rounding included. Outputs are contiguous, as the fake 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from .table import Impl
 
@@ -51,7 +52,42 @@ def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cas
     return grad_x.to(x.dtype).contiguous(), grad_w
 
 
-def _traceable() -> bool:
+# --------------------------------------------------------------------------------------------------- gated act
+ACTIVATIONS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
+
+
+def _act_backward(grad_a, gate, act):
+    if act == "silu":
+        return torch.ops.aten.silu_backward(grad_a, gate)
+    return torch.ops.aten.gelu_backward(grad_a, gate, approximate="tanh" if act == "gelu_tanh" else "none")
+
+
+def _halves(gate_up, gate_first):
+    first, second = gate_up.chunk(2, -1)
+    return (first, second) if gate_first else (second, first)
+
+
+def gated_act(gate, up, act):
+    return (ACTIVATIONS[act](gate) * up).contiguous()
+
+
+def gated_act_fused(gate_up, act, gate_first):
+    return gated_act(*_halves(gate_up, gate_first), act)
+
+
+def gated_act_backward(grad_y, gate, up, act):
+    """Eager autograd of act(gate) * up, step for step (the same roundings)."""
+    grad_up = grad_y * ACTIVATIONS[act](gate)
+    grad_gate = _act_backward(grad_y * up, gate, act)
+    return grad_gate.contiguous(), grad_up.contiguous()
+
+
+def gated_act_fused_backward(grad_y, gate_up, act, gate_first):
+    grad_gate, grad_up = gated_act_backward(grad_y, *_halves(gate_up, gate_first), act)
+    return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
+
+
+def _traceable(*args) -> bool:
     return True
 
 
@@ -59,4 +95,8 @@ TABLE = {
     "rms_norm": Impl(rms_norm, traceable=_traceable),
     "add_rms_norm": Impl(add_rms_norm, traceable=_traceable),
     "rms_norm_backward": Impl(rms_norm_backward, traceable=_traceable),
+    "gated_act": Impl(gated_act, traceable=_traceable),
+    "gated_act_fused": Impl(gated_act_fused, traceable=_traceable),
+    "gated_act_backward": Impl(gated_act_backward, traceable=_traceable),
+    "gated_act_fused_backward": Impl(gated_act_fused_backward, traceable=_traceable),
 }

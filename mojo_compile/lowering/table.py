@@ -8,15 +8,16 @@ def _always(*args) -> Optional[str]:
     return None
 
 
-def _never() -> bool:
+def _never(*args) -> bool:
     return False
 
 
 class Impl(NamedTuple):
     """`fn` takes the op's arguments (without `target`). `supports` takes the same arguments (fake tensors at compile
     time, real ones at run time) and returns None when `fn` can take them, else the reason it cannot.
-    `traceable()` says whether `fn` can be traced with fake tensors (torch ops, Triton kernels launched through
-    `wrap_triton`): then the inner compiler sees inside the op instead of calling it as a black box."""
+    `traceable(*args)` says whether `fn` can be traced with these fake arguments (torch ops, Triton kernels launched
+    through `wrap_triton` with static launch parameters): then the inner compiler sees inside the op instead of
+    calling it as a black box."""
     fn: Callable
     supports: Callable[..., Optional[str]] = _always
-    traceable: Callable[[], bool] = _never
+    traceable: Callable[..., bool] = _never

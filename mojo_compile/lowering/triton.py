@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
 from .table import Impl
@@ -62,13 +63,54 @@ def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, ca
     return _rows_reason(x, weight, grad_y, grad_residual)
 
 
-def _traceable() -> bool:
-    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors)."""
-    return not rms_kernels.interpreting()
+def _elementwise_reason(*tensors):
+    """Tensors the gated-activation kernels take: same shape and float dtype, unit stride in the last dim."""
+    reason = _device_reason(tensors[0])
+    if reason:
+        return reason
+    if tensors[0].dtype not in FLOAT_DTYPES:
+        return f"dtype {tensors[0].dtype} is not fp16/bf16/fp32"
+    for t in tensors:
+        if t.dim() == 0:
+            return "a 0-d input"
+        if t.stride(-1) != 1 and t.numel() > 1:
+            return "the last dim is strided"
+        if t.device != tensors[0].device:
+            return "inputs on different devices"
+    return None
+
+
+def _supports_gated_act(gate, up, act):
+    return _elementwise_reason(gate, up)
+
+
+def _supports_gated_act_fused(gate_up, act, gate_first):
+    return _elementwise_reason(gate_up)
+
+
+def _supports_gated_act_backward(grad_y, gate, up, act):
+    return _elementwise_reason(grad_y, gate, up)
+
+
+def _supports_gated_act_fused_backward(grad_y, gate_up, act, gate_first):
+    return _elementwise_reason(grad_y, gate_up)
+
+
+def _traceable(*args) -> bool:
+    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
+    a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
+    if rms_kernels.interpreting():
+        return False
+    return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
 
 
 TABLE = {
     "rms_norm": Impl(rms_norm, _supports_rms_norm, _traceable),
     "add_rms_norm": Impl(add_rms_norm, _supports_add_rms_norm, _traceable),
     "rms_norm_backward": Impl(rms_kernels.rms_norm_bwd, _supports_backward, _traceable),
+    "gated_act": Impl(act_kernels.gated_act_fwd, _supports_gated_act, _traceable),
+    "gated_act_fused": Impl(act_kernels.gated_act_fused_fwd, _supports_gated_act_fused, _traceable),
+    "gated_act_backward": Impl(act_kernels.gated_act_bwd, _supports_gated_act_backward, _traceable),
+    "gated_act_fused_backward": Impl(act_kernels.gated_act_fused_bwd, _supports_gated_act_fused_backward,
+                                     _traceable),
 }

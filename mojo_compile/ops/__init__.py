@@ -1,2 +1,2 @@
 """The Mojo ops: functional torch.library custom ops in the `mojo` namespace (torch.ops.mojo.*)."""
-from . import rms_norm  # noqa: F401  (registers mojo::rms_norm, mojo::add_rms_norm, mojo::rms_norm_backward)
+from . import gated_act, rms_norm  # noqa: F401  (registers the ops)

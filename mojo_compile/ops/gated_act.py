@@ -1,0 +1,115 @@
+"""The gated MLP activation as Mojo ops: `mojo::gated_act(gate, up)` = act(gate) * up (SwiGLU, GeGLU) and
+`mojo::gated_act_fused(gate_up)` for a fused gate_up projection [..., 2I] split in halves (Phi3, GLM: `chunk(2)`),
+which reads the halves in place -- the chunk is never copied and the backward writes grad_gate_up without a cat.
+
+act: "silu", "gelu_tanh" (F.gelu(approximate="tanh")), "gelu" (exact). Numerics are eager's: act computed in fp32
+and rounded to the input dtype, then the product rounded (a bf16 SwiGLU is bit-exact on every target).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .. import lowering
+
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
+
+
+def _check(act: str, target: str, *tensors: Tensor) -> None:
+    if act not in ACTIVATIONS:
+        raise ValueError(f"mojo gated_act: act must be one of {ACTIVATIONS}, got {act!r}")
+    if any(t.shape != tensors[0].shape or t.dtype != tensors[0].dtype for t in tensors):
+        raise ValueError(f"mojo gated_act: gate and up must match in shape and dtype, got "
+                         f"{[(tuple(t.shape), t.dtype) for t in tensors]}")
+    lowering.check_target_name(target)
+
+
+def _half_shape(gate_up: Tensor) -> list:
+    if gate_up.shape[-1] % 2:
+        raise ValueError(f"mojo gated_act_fused: the gate_up dim must be even, got {gate_up.shape[-1]}")
+    return [*gate_up.shape[:-1], gate_up.shape[-1] // 2]
+
+
+# ---------------------------------------------------------------------------------------------------------- forward
+@torch.library.custom_op("mojo::gated_act", mutates_args=())
+def gated_act(gate: Tensor, up: Tensor, act: str = "silu", target: str = "torch") -> Tensor:
+    """act(gate) * up, a new contiguous tensor."""
+    _check(act, target, gate, up)
+    return lowering.call("gated_act", target, gate, up, act)
+
+
+@gated_act.register_fake
+def _(gate, up, act="silu", target="torch"):
+    return gate.new_empty(gate.shape)
+
+
+@torch.library.custom_op("mojo::gated_act_fused", mutates_args=())
+def gated_act_fused(gate_up: Tensor, act: str = "silu", gate_first: bool = True, target: str = "torch") -> Tensor:
+    """act(gate) * up with (gate, up) = gate_up.chunk(2, -1) (swapped when not gate_first)."""
+    _check(act, target, gate_up)
+    _half_shape(gate_up)
+    return lowering.call("gated_act_fused", target, gate_up, act, gate_first)
+
+
+@gated_act_fused.register_fake
+def _(gate_up, act="silu", gate_first=True, target="torch"):
+    return gate_up.new_empty(_half_shape(gate_up))
+
+
+# --------------------------------------------------------------------------------------------------------- backward
+@torch.library.custom_op("mojo::gated_act_backward", mutates_args=())
+def gated_act_backward(grad_y: Tensor, gate: Tensor, up: Tensor, act: str, target: str) -> tuple[Tensor, Tensor]:
+    """(grad_gate, grad_up)."""
+    _check(act, target, grad_y, gate, up)
+    return lowering.call("gated_act_backward", target, grad_y, gate, up, act)
+
+
+@gated_act_backward.register_fake
+def _(grad_y, gate, up, act, target):
+    return gate.new_empty(gate.shape), up.new_empty(up.shape)
+
+
+@torch.library.custom_op("mojo::gated_act_fused_backward", mutates_args=())
+def gated_act_fused_backward(grad_y: Tensor, gate_up: Tensor, act: str, gate_first: bool, target: str) -> Tensor:
+    """grad of gate_up, both halves."""
+    _check(act, target, gate_up)
+    return lowering.call("gated_act_fused_backward", target, grad_y, gate_up, act, gate_first)
+
+
+@gated_act_fused_backward.register_fake
+def _(grad_y, gate_up, act, gate_first, target):
+    return gate_up.new_empty(gate_up.shape)
+
+
+# --------------------------------------------------------------------------------------------------------- autograd
+def _setup(ctx, inputs, output):
+    gate, up, act, target = inputs
+    ctx.save_for_backward(gate, up)
+    ctx.params = (act, target)
+
+
+def _backward(ctx, grad_y):
+    gate, up = ctx.saved_tensors
+    grad_gate, grad_up = gated_act_backward(grad_y, gate, up, *ctx.params)
+    return grad_gate, grad_up, None, None
+
+
+gated_act.register_autograd(_backward, setup_context=_setup)
+
+
+def _fused_setup(ctx, inputs, output):
+    gate_up, act, gate_first, target = inputs
+    ctx.save_for_backward(gate_up)
+    ctx.params = (act, gate_first, target)
+
+
+def _fused_backward(ctx, grad_y):
+    (gate_up,) = ctx.saved_tensors
+    return gated_act_fused_backward(grad_y, gate_up, *ctx.params), None, None, None
+
+
+gated_act_fused.register_autograd(_fused_backward, setup_context=_fused_setup)
+
+for _op, _name in ((gated_act, "gated_act"), (gated_act_fused, "gated_act_fused"),
+                   (gated_act_backward, "gated_act_backward"), (gated_act_fused_backward, "gated_act_fused_backward")):
+    lowering.inline_in_inner_compiler(_op, _name)
