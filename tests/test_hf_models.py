@@ -1,5 +1,6 @@
-"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm site fused (exact per-layer
-counts), logits and the gradient of every parameter equal to eager within stated bounds."""
+"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm, RoPE (qk-norm + RoPE) and
+gated-MLP site fused (exact per-layer sites), logits and the gradient of every parameter equal to eager within
+stated bounds."""
 import copy
 
 import pytest
@@ -21,6 +22,8 @@ def build(family, dtype):
         "qwen3": lambda: transformers.Qwen3Config(**COMMON, head_dim=16, rms_norm_eps=1e-6),
         "gemma": lambda: transformers.GemmaConfig(**COMMON, head_dim=16, hidden_activation="gelu_pytorch_tanh"),
         "olmo2": lambda: transformers.Olmo2Config(**COMMON),
+        "phi3": lambda: transformers.Phi3Config(**COMMON),
+        "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
         "gpt_neox": lambda: transformers.GPTNeoXConfig(
             vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=256),
@@ -36,19 +39,18 @@ def build(family, dtype):
 
 def sites(family):
     """The expected fused sites, in graph order: (module path, op)."""
-    layer = "model.layers.{}."
     add, rms = "mojo.add_rms_norm", "mojo.rms_norm"
+    if family == "gpt_neox":  # LayerNorm, non-gated MLP: only the (partial) rotary embedding
+        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)]
     out = []
     for i in range(LAYERS):
-        p = layer.format(i)
+        p = f"model.layers.{i}."
+        attention = (p + "self_attn", "mojo.qk_norm_rope" if family in ("qwen3", "olmo2") else "mojo.rope")
+        mlp = (p + "mlp", "mojo.gated_act_fused" if family == "phi3" else "mojo.gated_act")
         if family == "olmo2":  # post-norm: norm(branch) then add; qk-norm over H*D
-            out += [(p + "self_attn.q_norm", rms), (p + "self_attn.k_norm", rms),
-                    (p + "post_attention_layernorm", rms), (p + "post_feedforward_layernorm", rms)]
+            out += [attention, (p + "post_attention_layernorm", rms), mlp, (p + "post_feedforward_layernorm", rms)]
             continue
-        out.append((p + "input_layernorm", rms if i == 0 else add))
-        if family == "qwen3":
-            out += [(p + "self_attn.q_norm", rms), (p + "self_attn.k_norm", rms)]
-        out.append((p + "post_attention_layernorm", add))
+        out += [(p + "input_layernorm", rms if i == 0 else add), attention, (p + "post_attention_layernorm", add), mlp]
     return out + [("model.norm", add)]
 
 
@@ -66,7 +68,7 @@ def rel(a, b):
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
-FAMILIES = ["llama", "qwen3", "gemma", "olmo2"]
+FAMILIES = ["llama", "qwen3", "gemma", "olmo2", "phi3", "mistral", "gpt_neox"]
 TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 
 
@@ -124,7 +126,7 @@ def test_gpt_neox_has_no_rms_norm():
         out = compile_mojo(model, "torch")(input_ids=ids).logits
         assert torch.equal(out, dynamo_eager(model)(input_ids=ids).logits)
     report = mojo_compile.last_report()
-    assert report.counts() == {} and report.graphs[0].notes == []
+    assert report.counts() == {"mojo.rope": LAYERS} and report.graphs[0].notes == []
 
 
 def test_two_sequence_lengths_without_recompile():

@@ -87,6 +87,96 @@ def gated_act_fused_backward(grad_y, gate_up, act, gate_first):
     return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
 
 
+# --------------------------------------------------------------------------------------------------------- rope
+def _table_for(x, table, seq_dim):
+    """cos/sin [B or 1, S, R] or [S, R] -> broadcastable against x (heads at 3 - seq_dim)."""
+    table = table if table.dim() == 3 else table.unsqueeze(0)
+    return table.unsqueeze(2 if seq_dim == 1 else 1)
+
+
+def _split_rotary(x, rotary_dim, rotate_last):
+    d = x.shape[-1]
+    if rotate_last:
+        return x[..., d - rotary_dim:], x[..., : d - rotary_dim], True
+    return x[..., :rotary_dim], x[..., rotary_dim:], False
+
+
+def _rotate_pairs(x, interleaved):
+    """rotate_half (NeoX) or rotate_every_two (GPT-J), as the models spell them."""
+    if interleaved:
+        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _unrotate_pairs(z, interleaved):
+    """The transpose of _rotate_pairs."""
+    if interleaved:
+        return torch.stack((z[..., 1::2], -z[..., ::2]), dim=-1).flatten(-2)
+    half = z.shape[-1] // 2
+    return torch.cat((z[..., half:], -z[..., :half]), dim=-1)
+
+
+def _join(rot, passed, rotate_last):
+    if passed.shape[-1] == 0:
+        return rot.contiguous()
+    return torch.cat((passed.to(rot.dtype), rot) if rotate_last else (rot, passed.to(rot.dtype)), dim=-1)
+
+
+def _rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    c, s = _table_for(x, cos, seq_dim), _table_for(x, sin, seq_dim)
+    rot, passed, last = _split_rotary(x, rotary_dim, rotate_last)
+    return _join(rot * c + _rotate_pairs(rot, interleaved) * s, passed, last)
+
+
+def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return tuple(_rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last) for x in (q, k))
+
+
+def _rope_grad_one(g, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, dtype):
+    c, s = _table_for(g, cos, seq_dim).float(), _table_for(g, sin, seq_dim).float()
+    rot, passed, last = _split_rotary(g.float(), rotary_dim, rotate_last)
+    return _join(rot * c + _unrotate_pairs(rot * s, interleaved), passed, last).to(dtype)
+
+
+def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
+    return (_rope_grad_one(grad_q, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype),
+            _rope_grad_one(grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, k_dtype))
+
+
+def _bshd(x, seq_dim):
+    return x if seq_dim == 1 else x.transpose(1, 2)
+
+
+def _norm_rows(x_bshd, together):
+    return x_bshd.reshape(*x_bshd.shape[:2], -1) if together else x_bshd
+
+
+def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim,
+                 together):
+    outs, rstds = [], []
+    for x, w in ((q, q_weight), (k, k_weight)):
+        xs = _bshd(x, seq_dim)
+        y, rstd = _normalise(_norm_rows(xs, together), w, eps, weight_offset, cast)
+        y = _rope_one(y.view(xs.shape), cos, sin, rotary_dim, interleaved, 1, False)
+        outs.append(_bshd(y, seq_dim).contiguous())
+        rstds.append(rstd)
+    return (*outs, *rstds)
+
+
+def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
+                          rotary_dim, interleaved, seq_dim, together):
+    grads, weight_grads = [], []
+    for g, x, w, rstd in ((grad_q, q, q_weight, q_rstd), (grad_k, k, k_weight, k_rstd)):
+        xs = _bshd(x, seq_dim)
+        g_normed = _rope_grad_one(_bshd(g, seq_dim), cos, sin, rotary_dim, interleaved, 1, False, torch.float32)
+        dx, dw = rms_norm_backward(_norm_rows(g_normed, together), _norm_rows(xs, together), w, rstd, None,
+                                   weight_offset, cast, True)
+        grads.append(_bshd(dx.view(xs.shape), seq_dim).contiguous())
+        weight_grads.append(dw)
+    return (*grads, *weight_grads)
+
+
 def _traceable(*args) -> bool:
     return True
 
@@ -99,4 +189,8 @@ TABLE = {
     "gated_act_fused": Impl(gated_act_fused, traceable=_traceable),
     "gated_act_backward": Impl(gated_act_backward, traceable=_traceable),
     "gated_act_fused_backward": Impl(gated_act_fused_backward, traceable=_traceable),
+    "rope": Impl(rope, traceable=_traceable),
+    "rope_backward": Impl(rope_backward, traceable=_traceable),
+    "qk_norm_rope": Impl(qk_norm_rope, traceable=_traceable),
+    "qk_norm_rope_backward": Impl(qk_norm_rope_backward, traceable=_traceable),
 }

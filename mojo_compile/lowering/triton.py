@@ -6,6 +6,7 @@ import torch
 
 from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
+from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
 from .table import Impl
 
@@ -96,6 +97,58 @@ def _supports_gated_act_fused_backward(grad_y, gate_up, act, gate_first):
     return _elementwise_reason(grad_y, gate_up)
 
 
+def _rope_reason(q, k, cos, sin, *weights):
+    reason = _elementwise_reason(q, k) or _elementwise_reason(cos, sin)
+    if reason:
+        return reason
+    if cos.dtype != sin.dtype or cos.shape != sin.shape or cos.dim() not in (2, 3):
+        return f"cos/sin {tuple(cos.shape)} {cos.dtype} are not [B or 1, S, R] or [S, R] of one dtype"
+    for w in weights:
+        if w.dtype not in FLOAT_DTYPES or w.stride(0) != 1 or w.device != q.device:
+            return f"norm weight {w.dtype} on {w.device} is not a contiguous float vector beside q"
+    return None
+
+
+def _supports_rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return _rope_reason(q, k, cos, sin)
+
+
+def _supports_rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype,
+                            k_dtype):
+    if q_dtype != k_dtype:
+        return "q and k of different dtypes"
+    return _rope_reason(grad_q, grad_k, cos, sin)
+
+
+def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return rope_kernels.rope_fwd(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last)
+
+
+def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
+    return rope_kernels.rope_bwd(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype)
+
+
+def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
+    return _rope_reason(q, k, cos, sin, q_weight, k_weight)
+
+
+def _supports_qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
+                                    cos, sin, *rest):
+    return _rope_reason(q, k, cos, sin, q_weight, k_weight) or _elementwise_reason(grad_q, grad_k)
+
+
+def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim,
+                 together):
+    return rope_kernels.qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, interleaved,
+                                         seq_dim, together, weight_offset=weight_offset)
+
+
+def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
+                          rotary_dim, interleaved, seq_dim, together):
+    return rope_kernels.qk_norm_rope_bwd(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, cast, cos, sin,
+                                         rotary_dim, interleaved, seq_dim, together, weight_offset=weight_offset)
+
+
 def _traceable(*args) -> bool:
     """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
     a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
@@ -113,4 +166,8 @@ TABLE = {
     "gated_act_backward": Impl(act_kernels.gated_act_bwd, _supports_gated_act_backward, _traceable),
     "gated_act_fused_backward": Impl(act_kernels.gated_act_fused_bwd, _supports_gated_act_fused_backward,
                                      _traceable),
+    "rope": Impl(rope, _supports_rope, _traceable),
+    "rope_backward": Impl(rope_backward, _supports_rope_backward, _traceable),
+    "qk_norm_rope": Impl(qk_norm_rope, _supports_qk_norm_rope, _traceable),
+    "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
 }

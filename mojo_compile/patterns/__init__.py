@@ -32,7 +32,7 @@ log = logging.getLogger("mojo_compile")
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act")
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope")
 
 
 class PatternError(ValueError):
@@ -184,9 +184,19 @@ def _claim_sources(graph) -> None:
     for node in graph.nodes:
         if node.op == "call_function" and getattr(node.target, "namespace", None) == "mojo" \
                 and "nn_module_stack" not in node.meta:
-            stack = _SOURCES.pop(_input_key(node.args), None)
+            stack = _SOURCES.pop(_input_key(node.args), None) \
+                or _SOURCES.pop(_input_key(_through_views(node.args)), None)
             if stack is not None:
                 node.meta["nn_module_stack"] = stack
+
+
+_VIEWS = {torch.ops.aten.view.default, torch.ops.aten.reshape.default, torch.ops.aten.transpose.int,
+          torch.ops.aten.unsqueeze.default}
+
+
+def _through_views(args) -> list:
+    """A replacement may view its inputs before the op (q.view(B, S, H, D)): key on the viewed tensors."""
+    return [a.args[0] if isinstance(a, Node) and a.op == "call_function" and a.target in _VIEWS else a for a in args]
 
 
 def _input_key(values) -> frozenset:
@@ -236,7 +246,8 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     _SOURCES.clear()
     gm.graph.eliminate_dead_code()
     gm.recompile()
-    return matches
+    live = set(gm.graph.nodes)  # a later pattern may have consumed an earlier one's op (qk-norm + rope)
+    return [(pattern, node) for pattern, node in matches if node in live]
 
 
 def _inherit_module_stack(node: Node) -> None:

@@ -1,0 +1,218 @@
+"""Triton kernels for the gated MLP activation y = act(gate) * up (SwiGLU, GeGLU), forward and backward, plus their
+launchers. act is "silu", "gelu_tanh" (F.gelu(approximate="tanh")) or "gelu" (exact, erf).
+
+Layout: gate, up and every output are viewed as rows [M, I] with a row stride each and unit column stride, so the
+two halves of a fused gate_up projection output [M, 2I] are read (and their gradients written) in place, without
+copies or a torch.cat. Programs own 2D tiles [BLOCK_M, BLOCK_N] on a 2D grid, so any I works and short rows still
+give each program enough bytes to move: the kernels are memory bound.
+
+Numerics reproduce eager PyTorch, which computes act in fp32 and rounds it to the input dtype before the product:
+a = round(act(g)), y = round(a * u). The backward follows eager autograd of that expression: d_a = round(dy * u),
+d_u = round(dy * a), d_g = round(act'(g) applied to d_a) with torch's own formulas (ATen's Activation kernels),
+operation for operation. Every load is cast to fp32 at once and all math is fp32, which also keeps the kernels right
+under TRITON_INTERPRET=1 (whose bf16 arithmetic is wrong); `_round` rounds to nearest even there too.
+
+Transcendentals: on the GPU exp and tanh come from libdevice and the divisions are IEEE (div_rn), as in torch's CUDA
+kernels (expf, tanhf, '/'): Triton's tl.exp and '/' are approximate, and a last-bit difference in fp32 flips a
+bf16/fp16 rounding now and then. FMA contraction stays on, as in nvcc's build of torch. With that, "silu" and
+"gelu_tanh" match eager CUDA bit for bit (H200, torch 2.11+cu130, Triton 3.6: 0 differences in 16M elements per dtype,
+forward and backward). "gelu" does not: erf is libdevice's __nv_erff either way, but Triton bundles its own
+libdevice, whose erff differs from CUDA 13's (which torch was built with) by one ulp on ~13% of inputs; such last-bit
+differences flip a rounding of act(g) on ~1% of elements. (Linking CUDA 13's libdevice instead, extern_libs=
+{"libdevice": ".../nvvm/libdevice/libdevice.10.bc"}, matched torch's erf exactly in a test, but ties the build to the
+toolkit.) The interpreter has no libdevice: numpy's exp, Python's erf and a tanh built from exp in fp64.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch.library import wrap_triton
+from triton.language.extra import libdevice
+
+from .rms_norm import _round, interpreting
+
+ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
+
+# torch's constants as its kernels hold them, in fp32 (the literals below are exact fp32 values; module-level
+# constexpr floats misbehave in the interpreter):
+#   0.7978845834732056   kBeta = sqrt(2/pi)            0.044714998453855515  kKappa
+#   0.13414499163627625  3.0f * kKappa (a float product, not fp32(3 * 0.044715))
+#   0.7071067690849304   kAlpha = M_SQRT1_2            0.3989422917366028    1/sqrt(2 pi) (gelu backward)
+
+
+# ----------------------------------------------------------------------------------------------------------- helpers
+@triton.jit
+def _exp(x, INTERPRET: tl.constexpr):
+    if INTERPRET:
+        return tl.exp(x)
+    else:
+        return libdevice.exp(x)  # expf, as torch's kernels; tl.exp is ex2.approx based
+
+
+@triton.jit
+def _tanh(x, INTERPRET: tl.constexpr):
+    if INTERPRET:
+        # tanh(|x|) = (1 - e) / (1 + e), e = exp(-2|x|) in fp64: no overflow, and nearly correctly rounded
+        ax = tl.where(x < 0, -x, x).to(tl.float64)
+        e = tl.exp(-2.0 * ax)
+        t = ((1.0 - e) / (1.0 + e)).to(tl.float32)
+        return tl.where(x < 0, -t, t)
+    else:
+        return libdevice.tanh(x)
+
+
+@triton.jit
+def _act(g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
+    """act(g) in fp32, spelled as ATen's kernels spell it."""
+    if ACT == 0:
+        return tl.math.div_rn(g, 1.0 + _exp(-g, INTERPRET))
+    elif ACT == 1:
+        inner = 0.7978845834732056 * (g + 0.044714998453855515 * (g * g * g))
+        return 0.5 * g * (1.0 + _tanh(inner, INTERPRET))
+    else:
+        return g * 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
+
+
+@triton.jit
+def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
+    """da * act'(g) in fp32: silu_backward / gelu_backward as ATen computes them."""
+    if ACT == 0:
+        s = tl.math.div_rn(1.0, 1.0 + _exp(-g, INTERPRET))
+        return da * s * (1.0 + g * (1.0 - s))
+    elif ACT == 1:
+        g_sq = g * g
+        t = _tanh(0.7978845834732056 * (g + 0.044714998453855515 * (g_sq * g)), INTERPRET)
+        left_derivative = 0.5 * (1.0 + t)
+        right_derivative = (0.5 * g) * (1.0 - t * t) * (0.7978845834732056 * (1.0 + 0.13414499163627625 * g_sq))
+        return da * (left_derivative + right_derivative)
+    else:
+        cdf = 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
+        pdf = _exp(-0.5 * g * g, INTERPRET) * 0.3989422917366028
+        return da * (cdf + g * pdf)
+
+
+@triton.jit
+def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N):
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return rows[:, None], cols[None, :], (rows < M)[:, None] & (cols < N)[None, :]
+
+
+# ----------------------------------------------------------------------------------------------------------- kernels
+@triton.jit
+def _fwd_kernel(G, U, Y, M, N, stride_g, stride_u, stride_y, ACT: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N)
+    g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
+    dtype = Y.dtype.element_ty
+    a = _round(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # eager materialises act(g) in the dtype
+    tl.store(Y + rows * stride_y + cols, _round(a * u, dtype, INTERPRET), mask=mask)
+
+
+@triton.jit
+def _bwd_kernel(DY, G, U, DG, DU, M, N, stride_dy, stride_g, stride_u, stride_dg, stride_du, ACT: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N)
+    dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
+    dtype = DG.dtype.element_ty
+    a = _round(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # recomputed: nothing saved but g and u
+    tl.store(DU + rows * stride_du + cols, _round(dy * a, dtype, INTERPRET), mask=mask)
+    da = _round(dy * u, dtype, INTERPRET).to(tl.float32)  # eager's mul backward rounds before the act backward
+    tl.store(DG + rows * stride_dg + cols, _round(_act_grad(da, g, ACT, INTERPRET), dtype, INTERPRET), mask=mask)
+
+
+# --------------------------------------------------------------------------------------------------------- launchers
+def _config(n_cols: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols. GPU: a row piece of 1024 elements per program (4 warps:
+    one 16-byte bf16 vector per thread and tensor), several rows when rows are shorter; measured on an H200 (bf16,
+    16K rows, I = 1000 to 14336): 3.9-4.2 TB/s forward and backward for I >= 4096, 1.2-2.5 TB/s for short rows
+    (I = 96, 1000), where the grid or unaligned widths limit it. Interpreter: few big programs (each costs ~1 ms)."""
+    block_n = triton.next_power_of_2(max(n_cols, 1))
+    if interpreting():
+        block_n = min(block_n, 16384)
+        return max(1, 32768 // block_n), block_n, 4
+    block_n = min(block_n, 1024)
+    return (1 if block_n == 1024 else 4096 // block_n), block_n, 4
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., I] as [M, I] with unit column stride: a view when the leading dims merge (chunk halves do)."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(1) == 1 else t2.contiguous()
+
+
+def _check(act: str, *ts: torch.Tensor) -> None:
+    if act not in ACT_CODES:
+        raise ValueError(f"gated_act: act must be one of {tuple(ACT_CODES)}, got {act!r}")
+    if any(t.shape != ts[0].shape or t.dtype != ts[0].dtype for t in ts):
+        raise ValueError(f"gated_act: shape/dtype mismatch {[(tuple(t.shape), t.dtype) for t in ts]}")
+
+
+def _split(gu: torch.Tensor, gate_first: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if gu.shape[-1] % 2:
+        raise ValueError(f"gated_act: the fused gate_up dim must be even, got {gu.shape[-1]}")
+    first, second = gu.chunk(2, -1)
+    return (first, second) if gate_first else (second, first)
+
+
+def _launch_fwd(g, u, y, act, config):
+    """g, u, y: [M, I] views with unit column stride."""
+    m, n = g.shape
+    if m == 0 or n == 0:  # M may be symbolic: dynamo specialises 0 and 1, so this adds no guard for M >= 2
+        return
+    block_m, block_n, num_warps = config or _config(n)
+    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    wrap_triton(_fwd_kernel)[grid](g, u, y, m, n, g.stride(0), u.stride(0), y.stride(0), ACT=ACT_CODES[act],
+                                   BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+
+
+def _launch_bwd(dy, g, u, dg, du, act, config):
+    m, n = g.shape
+    if m == 0 or n == 0:
+        return
+    block_m, block_n, num_warps = config or _config(n)
+    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    wrap_triton(_bwd_kernel)[grid](dy, g, u, dg, du, m, n, dy.stride(0), g.stride(0), u.stride(0), dg.stride(0),
+                                   du.stride(0), ACT=ACT_CODES[act], BLOCK_M=block_m, BLOCK_N=block_n,
+                                   INTERPRET=interpreting(), num_warps=num_warps)
+
+
+def gated_act_fwd(gate, up, act, config=None):
+    """y = act(gate) * up, a new contiguous tensor shaped and typed like gate. gate and up may be strided views
+    (unit stride in the last dim is what avoids a copy). `config` = (BLOCK_M, BLOCK_N, num_warps) overrides."""
+    _check(act, gate, up)
+    g, u = _rows(gate), _rows(up)
+    y = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
+    _launch_fwd(g, u, y, act, config)
+    return y.view(gate.shape)
+
+
+def gated_act_fused_fwd(gu, act, gate_first, config=None):
+    """gu = [..., 2I], the fused gate_up projection output, gate its first half when gate_first. Returns y [..., I]."""
+    gate, up = _split(gu, gate_first)
+    return gated_act_fwd(gate, up, act, config)
+
+
+def gated_act_bwd(grad_y, gate, up, act, config=None):
+    """(grad_gate, grad_up) of y = act(gate) * up, new contiguous tensors shaped and typed like gate."""
+    _check(act, grad_y, gate, up)
+    dy, g, u = _rows(grad_y), _rows(gate), _rows(up)
+    dg = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
+    du = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
+    _launch_bwd(dy, g, u, dg, du, act, config)
+    return dg.view(gate.shape), du.view(up.shape)
+
+
+def gated_act_fused_bwd(grad_y, gu, act, gate_first, config=None):
+    """grad of gu [..., 2I] (contiguous): the kernel writes both halves in place, no torch.cat."""
+    gate, up = _split(gu, gate_first)
+    _check(act, grad_y, gate, up)
+    dy, g, u = _rows(grad_y), _rows(gate), _rows(up)
+    grad_gu = torch.empty(gu.shape, dtype=gu.dtype, device=gu.device)
+    dg, du = _split(grad_gu, gate_first)
+    _launch_bwd(dy, g, u, _rows(dg), _rows(du), act, config)
+    return grad_gu

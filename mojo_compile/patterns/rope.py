@@ -1,0 +1,197 @@
+"""RoPE spellings -> `mojo::rope` (q and k in one op), and qk-norm + RoPE -> `mojo::qk_norm_rope`
+(../shared/reference/hf-spellings.md, section 4.2 and Q).
+
+HF's `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)` unsqueezes cos/sin once for q and k; each pattern is
+that whole function, so one op rotates both:
+
+    R1        q * cos + rotate_half(q) * sin                  Llama, Qwen, Mistral, Gemma, OLMo (fp32 cos) ...
+    R2 / R3   cat([rope(q[..., :r]), q[..., r:]], -1)         GPT-NeoX, Phi, StableLM, GLM-4-MoE (partial rotary)
+    R4        rotate_every_two: stack((-x[1::2], x[::2])).flatten(-2)
+                                                              Cohere (full), GLM (partial); cos/sin already
+                                                              repeat-interleaved by the model
+for unsqueeze_dim 1 (q as [B, H, S, D]) and 2 ([B, S, H, D]). Scalars (the rotated width, its half) come from the
+graph. Not covered (left unfused, as eager): R5 DeepSeek's de-interleaving output permutation, R6 complex
+multiplication (`view_as_complex`, Llama4 / DeepSeek-V2), R8 GPT-OSS's half-width cos with `chunk`.
+
+qk-norm then RoPE (Q1: Qwen3, `q_norm(q.view(B, S, H, D)).transpose(1, 2)`; Q2: Gemma3, norm after the transpose)
+is a second-stage pattern over the Mojo ops the first stage put there: rms_norm of q and of k feeding one rope
+becomes one qk_norm_rope (q and k read once, normalised, rotated, written once). Q3 (OLMo2) normalises each token's
+q over all heads (H * D), then views it as heads: the same op with norm_heads_together.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import register_pattern, symbolic_scalar
+
+mojo = torch.ops.mojo
+
+HALF, ROT, EPS, OFFSET = 37, 74, 1.2345e-5, 3.125  # trace values: unlike any other literal in these patterns
+HEAD_DIM = 106  # > ROT: the partial spellings pass 32 dims through
+
+
+def rotate_half(x, half):
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rotate_every_two(x, half=None):
+    return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+
+def _val(match, name):
+    node = match.kwargs.get(name)
+    return node.meta.get("val") if hasattr(node, "meta") else None
+
+
+def _int(match, name, default=None):
+    value = match.kwargs.get(name, default)
+    return value if isinstance(value, int) else None
+
+
+def _rope_check(seq_dim, partial, interleaved):
+    def check(match) -> bool:
+        q, k, cos, sin = (_val(match, n) for n in ("q", "k", "cos", "sin"))
+        if any(t is None for t in (q, k, cos, sin)) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
+            return False
+        if not (q.dtype.is_floating_point and k.dtype.is_floating_point and cos.dtype.is_floating_point):
+            return False
+        if cos.shape != sin.shape or cos.dtype != sin.dtype or cos.requires_grad or sin.requires_grad:
+            return False  # the op takes no gradient for cos/sin
+        head_dim = q.shape[-1]
+        rotary_dim = _int(match, "rot") if partial else head_dim
+        if rotary_dim is None or k.shape[-1] != head_dim or cos.shape[-1] != rotary_dim or rotary_dim % 2:
+            return False
+        if not interleaved and _int(match, "half") != rotary_dim // 2:
+            return False  # rotate_half must split the rotated width in the middle
+        if partial and not 0 < rotary_dim < head_dim:
+            return False
+        seq = q.shape[seq_dim]
+        return cos.shape[1] == seq and k.shape[seq_dim] == seq and cos.shape[0] in (1, q.shape[0]) \
+            and k.shape[0] == q.shape[0]
+    return check
+
+
+def _rope_pattern(seq_dim, partial, interleaved):
+    rotate = rotate_every_two if interleaved else rotate_half
+    unsqueeze_dim = 3 - seq_dim  # cos [B, S, R] broadcast over the heads dim
+
+    def embed(x, c, s, rot, half):
+        if not partial:
+            return x * c + rotate(x, half) * s
+        x_rot, x_pass = x[..., :rot], x[..., rot:]
+        return torch.cat([x_rot * c + rotate(x_rot, half) * s, x_pass], dim=-1)
+
+    def search(q, k, cos, sin, rot, half):
+        c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return embed(q, c, s, rot, half), embed(k, c, s, rot, half)
+
+    def replace(q, k, cos, sin, rot, half):
+        q_out, k_out = mojo.rope(q, k, cos, sin, cos.shape[-1], interleaved, seq_dim, False)
+        return q_out, k_out
+
+    params = ["q", "k", "cos", "sin"] + (["rot"] if partial else []) + ([] if interleaved else ["half"])
+    scalars = {"rot": ROT, "half": HALF}
+    bind = _binder(params, defaults={"rot": None, "half": None})
+    return (bind(search), bind(replace), {n: scalars[n] for n in params if n in scalars})
+
+
+def _binder(params, defaults):
+    """Give a function of all possible parameters the named signature of `params` (Inductor binds by name)."""
+    import inspect
+
+    def wrap(fn):
+        def bound(*args):
+            values = dict(defaults, **dict(zip(params, args)))
+            return fn(*(values[n] for n in inspect.signature(fn).parameters))
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
+        return bound
+    return wrap
+
+
+def _rope_examples(seq_dim, partial):
+    head_dim = HEAD_DIM if partial else 2 * HALF
+    rotary = ROT if partial else head_dim
+    shape = (2, 4, 3, head_dim) if seq_dim == 2 else (2, 3, 4, head_dim)
+    kshape = (2, 2, 3, head_dim) if seq_dim == 2 else (2, 3, 2, head_dim)
+    return [(torch.randn(shape), torch.randn(kshape), torch.randn(2, 3, rotary), torch.randn(2, 3, rotary))]
+
+
+for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
+    for _partial in (False, True):
+        for _interleaved in (False, True):
+            _name = ("rope.interleaved" if _interleaved else "rope.rotate_half") + (".partial" if _partial else "") \
+                + ("" if _seq_dim == 2 else f".{_layout}")
+            _search, _replace, _scalars = _rope_pattern(_seq_dim, _partial, _interleaved)
+            register_pattern(_name, _search, _replace, _rope_examples(_seq_dim, _partial), scalars=_scalars,
+                             extra_check=_rope_check(_seq_dim, _partial, _interleaved), priority=5 if _partial else 4,
+                             family="rope", lazy=True)
+
+
+# ------------------------------------------------------------------------------------------- qk-norm + RoPE (stage 2)
+def _qk_check(match) -> bool:
+    q, k, qw, kw = (_val(match, n) for n in ("q", "k", "q_weight", "k_weight"))
+    rot = match.kwargs.get("rot")
+    if any(t is None for t in (q, k, qw, kw)) or not isinstance(rot, int) or symbolic_scalar(match, "eps") \
+            or symbolic_scalar(match, "offset"):
+        return False
+    if qw.dim() != 1 or kw.dim() != 1:
+        return False
+    if q.dim() == 3:  # Q3: one weight over the token's H*D
+        return qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:] and q.shape[-1] % rot == 0 \
+            and k.shape[-1] % rot == 0
+    return qw.shape[0] == q.shape[-1] and kw.shape[0] == k.shape[-1]
+
+
+def _heads(x, rot):
+    """Q3: [B, S, H*D] -> [B, S, H, D], as OLMo2's `.view(*input_shape, -1, head_dim)`."""
+    return x.view(x.shape[0], x.shape[1], -1, rot)
+
+
+def _qk_pattern(cast, layout, with_offset):
+    """Q1: q, k [B, S, H, D], normalised per head, transposed for a seq_dim=2 rope (Qwen3).
+    Q2: q, k already [B, H, S, D] (Gemma3).  Q3: q, k [B, S, H*D] normalised per token, viewed as heads,
+    transposed (OLMo2). Without `with_offset` the norms carry the defaults (offset 0, "normed"), which the graph's
+    op nodes leave out of their arguments (an fp32 graph matches that form whatever its spelling: the same math)."""
+    def norm(x, weight, eps, offset):
+        return (mojo.rms_norm(x, weight, eps, offset, cast) if with_offset else mojo.rms_norm(x, weight, eps))[0]
+
+    def search(q, k, q_weight, k_weight, cos, sin, eps, offset, rot):
+        qn, kn = norm(q, q_weight, eps, offset), norm(k, k_weight, eps, offset)
+        if layout == "q3":
+            qn, kn = _heads(qn, rot), _heads(kn, rot)
+        if layout != "q2":
+            qn, kn = qn.transpose(1, 2), kn.transpose(1, 2)
+        q_out, k_out = mojo.rope(qn, kn, cos, sin, rot, False, 2, False)
+        return q_out, k_out
+
+    def replace(q, k, q_weight, k_weight, cos, sin, eps, offset, rot):
+        if layout == "q3":
+            q, k = _heads(q, rot), _heads(k, rot)
+        q_out, k_out, _, _ = mojo.qk_norm_rope(q, k, q_weight, k_weight, eps, offset if with_offset else 0.0, cast,
+                                               cos, sin, rot, False, 2 if layout == "q2" else 1, layout == "q3")
+        if layout == "q2":
+            return q_out, k_out
+        return q_out.transpose(1, 2), k_out.transpose(1, 2)
+
+    params = ["q", "k", "q_weight", "k_weight", "cos", "sin", "eps", *(["offset"] if with_offset else []), "rot"]
+    bind = _binder(params, {"offset": 0.0})
+    return bind(search), bind(replace)
+
+
+def _qk_examples(layout):
+    d = 2 * HALF
+    if layout == "q3":
+        q, k, qw, kw = torch.randn(2, 3, 4 * d), torch.randn(2, 3, 2 * d), torch.randn(4 * d), torch.randn(2 * d)
+    else:
+        q, k = ((torch.randn(2, 3, h, d) if layout == "q1" else torch.randn(2, h, 3, d)) for h in (4, 2))
+        qw, kw = torch.randn(d), torch.randn(d)
+    return [(q, k, qw, kw, torch.randn(2, 3, d), torch.randn(2, 3, d))]
+
+
+for _cast, _with_offset in (("normed", False), ("normed", True), ("output", True)):
+    for _layout in ("q1", "q2", "q3"):
+        _scalars = {"eps": EPS, "rot": 2 * HALF, **({"offset": OFFSET} if _with_offset else {})}
+        register_pattern(f"qk_norm_rope.{_layout}.{_cast}" + ("" if _with_offset else ".no_offset"),
+                         *_qk_pattern(_cast, _layout, _with_offset), _qk_examples(_layout), scalars=_scalars,
+                         extra_check=_qk_check, priority=-10, family="qk_norm_rope", lazy=True)

@@ -1,0 +1,325 @@
+"""The Triton RoPE and fused QK-norm + RoPE kernels (kernels/rope.py) against an independent fp64 reference (forward
+and backward), and against the eager HF spellings, whose roundings the forwards reproduce bit for bit. On CPU they
+run under TRITON_INTERPRET=1 (see conftest.py)."""
+import itertools
+
+import pytest
+import torch
+from conftest import DEVICE, KERNEL_TARGET_OK  # sets TRITON_INTERPRET=1 before the kernels are defined
+
+from mojo_compile.kernels.rope import qk_norm_rope_bwd, qk_norm_rope_fwd, rope_bwd, rope_fwd
+
+pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
+
+BF16, FP16, FP32 = torch.bfloat16, torch.float16, torch.float32
+U = {BF16: 2.0 ** -8, FP16: 2.0 ** -11, FP32: 2.0 ** -24}  # unit roundoff
+
+# Normwise relative error bounds against fp64, from the roundings each computation performs (u of the output dtype):
+# rope forward rounds two products and their sum, |err| <= u(|x*c| + |x'*s| + |y|), whose norm is <= (1 + sqrt 2) u
+# ||y|| since ||x*c||^2 + ||x'*s||^2 ~ ||y||^2. The backwards compute in fp32 and round once: u, plus fp32 slack.
+FWD_TOL = 1 + 2 ** 0.5
+BWD_SLACK = 8 * U[FP32]
+# Eager autograd of the spelling rounds like the forward (three roundings) and once more when casting the grad back
+# to a narrower q; ours rounds once: the two differ by at most the sum.
+EAGER_BWD_TOL = 2 + 2 ** 0.5
+
+
+def rel(out, ref):
+    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
+
+
+def bshd(t, seq_dim):
+    return t if seq_dim == 1 else t.transpose(1, 2)
+
+
+# ---------------------------------------------------------------------------------------------------------- inputs
+def make_qk(batch, seq, hq, hk, d, dtype, layout):
+    """q and k as BSHD, BHSD (a transposed view of BSHD storage, as HF makes it) or BSHD slices of one packed qkv
+    projection (strided rows). Returns (q, k, seq_dim)."""
+    if layout == "packed":
+        qkv = torch.randn(batch, seq, (hq + 2 * hk) * d, device=DEVICE, dtype=dtype)
+        q = qkv[..., : hq * d].view(batch, seq, hq, d)
+        k = qkv[..., hq * d: (hq + hk) * d].view(batch, seq, hk, d)
+        return q, k, 1
+    q = torch.randn(batch, seq, hq, d, device=DEVICE, dtype=dtype)
+    k = torch.randn(batch, seq, hk, d, device=DEVICE, dtype=dtype)
+    return (q, k, 1) if layout == "bshd" else (q.transpose(1, 2), k.transpose(1, 2), 2)
+
+
+def make_cos_sin(batch, seq, r, dtype, form):
+    """cos/sin of random positions (different per batch row) and r independent frequencies: no duplicated halves or
+    pairs, so a kernel that assumed them would fail. Forms: [B, S, R], [S, R], [1, S, R] expanded over the batch,
+    and [B, S, R] with a column stride of 2."""
+    pos = torch.randint(0, 4096, (batch, seq), device=DEVICE).double()
+    ang = pos[..., None] * 10000.0 ** -torch.rand(r, device=DEVICE, dtype=torch.float64)
+    cos, sin = ang.cos().to(dtype), ang.sin().to(dtype)
+    if form == "sr":
+        return cos[0], sin[0]
+    if form == "expanded":
+        return cos[:1].expand(batch, seq, r), sin[:1].expand(batch, seq, r)
+    if form == "strided":
+        return (torch.stack((cos, torch.randn_like(cos)), -1).flatten(-2)[..., ::2],
+                torch.stack((sin, torch.randn_like(sin)), -1).flatten(-2)[..., ::2])
+    return cos, sin
+
+
+# ------------------------------------------------------------------------------------------------------ references
+def rope64(x, cos, sin, r, interleaved, rotate_last, seq_dim):
+    """The definition in fp64: out[i] = x[i]*c[i] + sign[i]*x[partner[i]]*s[i] on the rotated slice, where the
+    partner of i is i +- r/2 (sign - on the first half) or i ^ 1 (sign - on even i)."""
+    x = bshd(x.double(), seq_dim)
+    c, s = ((t if t.dim() == 3 else t[None]).double()[:, :, None, :] for t in (cos, sin))
+    i = torch.arange(r, device=x.device)
+    if interleaved:
+        partner, sign = i ^ 1, torch.where(i % 2 == 0, -1.0, 1.0)
+    else:
+        partner, sign = (i + r // 2) % r, torch.where(i < r // 2, -1.0, 1.0)
+    start = x.shape[-1] - r if rotate_last else 0
+    xr = x[..., start: start + r]
+    out = torch.cat([x[..., :start], xr * c + sign.double() * xr[..., partner] * s, x[..., start + r:]], dim=-1)
+    return bshd(out, seq_dim)
+
+
+def rotate_half(x):  # HF R1 (Llama)
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_half_interleaved(x):  # HF R4 (Cohere, GLM)
+    x1 = x[..., 0::2]
+    x2 = x[..., 1::2]
+    return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+
+def eager_rope(x, cos, sin, r, interleaved, rotate_last, seq_dim):
+    """The HF spelling, computed by torch in x's dtype promoted with cos's: `x * cos + rotate_half(x) * sin` on the
+    rotated slice (R1/R2; R4's stack/flatten rotate when interleaved), cos unsqueezed at the head dim."""
+    cos, sin = ((t if t.dim() == 3 else t[None]).unsqueeze(3 - seq_dim) for t in (cos, sin))
+    start = x.shape[-1] - r if rotate_last else 0
+    x_rot = x[..., start: start + r]
+    rot = x_rot * cos + (rotate_half_interleaved if interleaved else rotate_half)(x_rot) * sin
+    return torch.cat([x[..., :start], rot, x[..., start + r:]], dim=-1)
+
+
+# --------------------------------------------------------------------------------------------------------- rope
+HEADS = [(4, 2), (3, 1), (8, 8), (6, 2)]  # GQA, non-power-of-2 and MHA head counts
+FORMS = ["bsr", "sr", "expanded", "strided"]
+DTYPES = [(BF16, BF16), (BF16, FP32), (FP32, FP32), (FP16, FP16)]  # (q, cos)
+# Every head dim x rotary fraction x convention x layout; heads, cos form, dtypes and rotate_last cycle through.
+FWD_CASES = [(d, frac, inter, layout, HEADS[i % 4], FORMS[(i // 3) % 4], DTYPES[(i // 2) % 4], i % 5 == 0)
+             for i, (d, frac, inter, layout) in enumerate(
+                 itertools.product([64, 80, 96, 128], [0.25, 0.5, 1.0], [False, True], ["bhsd", "bshd", "packed"]))]
+
+
+def _case_id(c):
+    d, frac, inter, layout, (hq, hk), form, (qd, cd), last = c
+    return (f"d{d}-r{frac}-{'inter' if inter else 'half'}-{layout}-h{hq}x{hk}-{form}-{str(qd)[6:]}_{str(cd)[6:]}"
+            + ("-last" if last else ""))
+
+
+@pytest.mark.parametrize("d,frac,interleaved,layout,heads,form,dtypes,rotate_last", FWD_CASES,
+                         ids=[_case_id(c) for c in FWD_CASES])
+def test_rope_forward(d, frac, interleaved, layout, heads, form, dtypes, rotate_last):
+    r = int(d * frac)
+    q, k, seq_dim = make_qk(2, 5, heads[0], heads[1], d, dtypes[0], layout)
+    cos, sin = make_cos_sin(2, 5, r, dtypes[1], form)
+    before = [t.clone() for t in (q, k, cos, sin)]
+    q_out, k_out = rope_fwd(q, k, cos, sin, r, interleaved, seq_dim, rotate_last=rotate_last)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, cos, sin)))  # inputs untouched
+    out_dtype = torch.promote_types(*dtypes)
+    for x, out in ((q, q_out), (k, k_out)):
+        assert out.dtype == out_dtype and out.shape == x.shape and out.is_contiguous()
+        ref = rope64(x, cos, sin, r, interleaved, rotate_last, seq_dim)
+        assert rel(out, ref) <= FWD_TOL * U[out_dtype], rel(out, ref)
+        # The same roundings as the eager spelling (products, then the sum, in the output dtype): bit for bit.
+        assert torch.equal(out, eager_rope(x, cos, sin, r, interleaved, rotate_last, seq_dim))
+
+
+@pytest.mark.parametrize("spelling", ["olmo", "cohere"])
+def test_rope_forward_fp32_then_cast(spelling):
+    """OLMo: bf16 q, fp32 cos, `(q * cos + rotate_half(q) * sin).to(q.dtype)`. Cohere (interleaved): `q.float()`
+    with bf16 cos, the same cast at the end -- rope_fwd with cos cast to fp32 and out_dtype=bf16."""
+    interleaved = spelling == "cohere"
+    q, k, seq_dim = make_qk(2, 6, 4, 2, 64, BF16, "bhsd")
+    cos, sin = make_cos_sin(2, 6, 64, FP32 if spelling == "olmo" else BF16, "bsr")
+    q_out, k_out = rope_fwd(q, k, cos.float(), sin.float(), 64, interleaved, seq_dim, out_dtype=BF16)
+    for x, out in ((q, q_out), (k, k_out)):
+        assert out.dtype == BF16
+        x_eager = x.float() if spelling == "cohere" else x
+        assert torch.equal(out, eager_rope(x_eager, cos, sin, 64, interleaved, False, seq_dim).to(BF16))
+
+
+BWD_CASES = [(d, inter, layout, HEADS[i % 4], [0.25, 0.5, 1.0][i % 3], FORMS[i % 4], DTYPES[i % 3], i % 4 == 1)
+             for i, (d, inter, layout) in enumerate(
+                 itertools.product([64, 80, 96, 128], [False, True], ["bhsd", "bshd"]))]
+
+
+@pytest.mark.parametrize("d,interleaved,layout,heads,frac,form,dtypes,rotate_last", BWD_CASES,
+                         ids=[_case_id((c[0], c[4], c[1], c[2], c[3], c[5], c[6], c[7])) for c in BWD_CASES])
+def test_rope_backward(d, interleaved, layout, heads, frac, form, dtypes, rotate_last):
+    r = int(d * frac)
+    q, k, seq_dim = make_qk(2, 5, heads[0], heads[1], d, dtypes[0], layout)
+    cos, sin = make_cos_sin(2, 5, r, dtypes[1], form)
+    out_dtype = torch.promote_types(*dtypes)
+    # Gradients stored in the other layout than q/k's: strides differ from the inputs'.
+    gq, gk = (torch.randn(x.transpose(1, 2).shape, device=DEVICE, dtype=out_dtype).transpose(1, 2) for x in (q, k))
+    dq, dk = rope_bwd(gq, gk, cos, sin, r, interleaved, seq_dim, rotate_last=rotate_last, dtype=dtypes[0])
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k)]
+    outs64 = [rope64(x, cos, sin, r, interleaved, rotate_last, seq_dim) for x in leaves64]
+    leaves = [t.detach().requires_grad_() for t in (q, k)]
+    outs = [eager_rope(x, cos, sin, r, interleaved, rotate_last, seq_dim) for x in leaves]
+    for g, g64, g_eager in zip((dq, dk), torch.autograd.grad(outs64, leaves64, (gq.double(), gk.double())),
+                               torch.autograd.grad(outs, leaves, (gq, gk))):
+        assert g.dtype == dtypes[0] and g.shape == g64.shape and g.is_contiguous()
+        assert rel(g, g64) <= U[dtypes[0]] + BWD_SLACK, rel(g, g64)
+        assert rel(g, g_eager) <= EAGER_BWD_TOL * U[dtypes[0]], rel(g, g_eager)
+
+
+# ------------------------------------------------------------------------------------------------- qk-norm + rope
+def eager_norm(x, w, eps, style, rstd=None):
+    """The HF norms on [B, S, H, D] (OLMo2's over the token's H*D), optionally with a given rstd instead of
+    torch's, to check every rounding after it bit for bit."""
+    x_in = x.flatten(2) if style == "olmo2" else x
+    x32 = x_in.float()
+    rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) if rstd is None else rstd[..., None]
+    hs = x32 * rstd
+    if style == "olmo2":  # `(self.weight * hidden_states).to(input_dtype)`
+        y = (w * hs).to(x.dtype)
+    elif style == "gemma3":  # `(output * (1.0 + self.weight.float())).type_as(x)`
+        y = (hs * (1.0 + w.float())).type_as(x)
+    else:  # Qwen3 (Llama): `self.weight * hidden_states.to(input_dtype)`
+        y = w * hs.to(x.dtype)
+    return y.view(x.shape)
+
+
+def norm64(x, w, eps, style):
+    x64 = (x.flatten(2) if style == "olmo2" else x).double()
+    y = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * (w.double() + (1.0 if style == "gemma3" else 0.0))
+    return y.view(x.shape)
+
+
+# style: (cast, weight_offset, heads together, weight dtype, cos dtype, out_dtype)
+STYLES = {
+    "qwen3": ("normed", 0.0, False, BF16, BF16, None),
+    "qwen3_fp32w": ("normed", 0.0, False, FP32, BF16, None),  # fp32 weight: the norm's output promotes to fp32
+    "gemma3": ("output", 1.0, False, BF16, BF16, None),
+    "olmo2": ("output", 0.0, True, BF16, FP32, BF16),  # fp32 cos, rope computed in fp32, `.to(q_type)`
+}
+QK_CASES = [(style, *shape) for style, shape in itertools.product(STYLES, [
+                (128, "bshd", False, 1.0, (4, 2)), (64, "bhsd", True, 0.5, (3, 1)), (80, "bhsd", False, 0.25, (6, 2)),
+                (96, "bshd", True, 1.0, (2, 2))])]
+
+
+@pytest.mark.parametrize("style,d,layout,interleaved,frac,heads", QK_CASES,
+                         ids=[f"{s}-d{d}-{lay}-{'inter' if i else 'half'}-r{f}-h{h[0]}x{h[1]}"
+                              for s, d, lay, i, f, h in QK_CASES])
+def test_qk_norm_rope(style, d, layout, interleaved, frac, heads):
+    """Qwen3 (q_norm on [B, S, H, D] per head, transpose, rope), Gemma3 (1 + w, fp32 weight multiply) and OLMo2
+    (norm over H*D, fp32 cos): forward and backward against eager and fp64."""
+    cast, offset, together, w_dtype, cos_dtype, out_dtype = STYLES[style]
+    r, eps = int(d * frac), 1e-6
+    hq, hk = heads
+    q, k, seq_dim = make_qk(2, 4, hq, hk, d, BF16, layout)
+    cos, sin = make_cos_sin(2, 4, r, cos_dtype, "bsr")
+    wq, wk = ((1 + 0.5 * torch.randn(h * d if together else d, device=DEVICE)).to(w_dtype) for h in (hq, hk))
+    before = [t.clone() for t in (q, k, wq, wk, cos, sin)]
+    q_out, k_out, rq, rk = qk_norm_rope_fwd(q, k, wq, wk, eps, cast, cos, sin, r, interleaved, seq_dim,
+                                            norm_heads_together=together, weight_offset=offset, out_dtype=out_dtype)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, wq, wk, cos, sin)))
+
+    def eager(x, w, rstd=None):  # norm on [B, S, H, D], then the rope on HF's [B, H, S, D]
+        y = eager_rope(eager_norm(bshd(x, seq_dim), w, eps, style, rstd).transpose(1, 2), cos, sin, r, interleaved,
+                       False, 2)
+        return bshd(y.transpose(1, 2), seq_dim).to(out_dtype or y.dtype)
+
+    def exact(x, w):
+        return rope64(bshd(norm64(bshd(x, seq_dim), w, eps, style), seq_dim), cos, sin, r, interleaved, False,
+                      seq_dim)
+
+    for x, w, out, rstd in ((q, wq, q_out, rq), (k, wk, k_out, rk)):
+        x64 = bshd(x, seq_dim).double()
+        x64 = x64.flatten(2) if together else x64
+        torch.testing.assert_close(rstd.double(), torch.rsqrt(x64.pow(2).mean(-1) + eps), rtol=4 * U[FP32], atol=0)
+        assert out.shape == x.shape and out.is_contiguous() and out.dtype == eager(x, w).dtype
+        # Every rounding after the rstd is the eager spelling's, bit for bit ...
+        assert torch.equal(out, eager(x, w, rstd))
+        # ... and torch's own rstd differs at most in its last bit (sum order), which moves an element by an ulp.
+        assert rel(out, eager(x, w)) <= U[BF16], rel(out, eager(x, w))
+        # Two roundings in the norm, the rope's (1 + sqrt 2), all at most bf16's.
+        assert rel(out, exact(x, w)) <= (2 + FWD_TOL) * U[BF16], rel(out, exact(x, w))
+
+    # Backward: one fused launch, against fp64 and against eager autograd (which rounds to bf16 at every step).
+    gq, gk = torch.randn_like(q_out), torch.randn_like(k_out)
+    grads = qk_norm_rope_bwd(gq, gk, q, k, wq, wk, rq, rk, cast, cos, sin, r, interleaved, seq_dim,
+                             norm_heads_together=together, weight_offset=offset)
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k, wq, wk)]
+    grads64 = torch.autograd.grad([exact(leaves64[0], leaves64[2]), exact(leaves64[1], leaves64[3])], leaves64,
+                                  (gq.double(), gk.double()))
+    leaves = [t.detach().requires_grad_() for t in (q, k, wq, wk)]
+    grads_eager = torch.autograd.grad([eager(leaves[0], leaves[2]), eager(leaves[1], leaves[3])], leaves, (gq, gk))
+    for name, g, g64, g_eager, leaf in zip(["q", "k", "wq", "wk"], grads, grads64, grads_eager, (q, k, wq, wk)):
+        assert g.dtype == leaf.dtype and g.shape == leaf.shape
+        # fp32 math and one rounding to the grad's dtype; the weight grad sums the bf16-rounded normalised value
+        # that the "normed" weight multiply sees (rms_norm_bwd does the same): one bf16 u more.
+        assert rel(g, g64) <= 2 * U[BF16] + BWD_SLACK, (name, rel(g, g64))
+        # Eager rounds in bf16 through the rope backward (three roundings), the weight multiply's backward and the
+        # casts around the fp32 norm backward; ours once.
+        assert rel(g, g_eager) <= (3 + EAGER_BWD_TOL) * U[BF16], (name, rel(g, g_eager))
+    # The weight grads are exactly the sum the op defines -- the rope's transpose of the output grad times the
+    # normalised value the weight multiplied (bf16-rounded in "normed" mode) -- up to fp32 summation order and the
+    # final rounding to the weight's dtype (an fp32 weight pins down the rounding of the normalised value).
+    for x, w, rstd, g_out, dw in ((q, wq, rq, gq, grads[2]), (k, wk, rk, gk, grads[3])):
+        x_in = bshd(x, seq_dim).flatten(2) if together else bshd(x, seq_dim)
+        n = x_in.float() * rstd[..., None]
+        n_seen = (n.to(BF16) if cast == "normed" else n).double()
+        w64 = w.detach().double().requires_grad_()
+        y = bshd((n_seen * (w64 + offset)).view(bshd(x, seq_dim).shape), seq_dim)
+        (dw64,) = torch.autograd.grad(rope64(y, cos, sin, r, interleaved, False, seq_dim), w64, g_out.double())
+        assert rel(dw, dw64) <= U[w.dtype] + 1e-5, rel(dw, dw64)
+
+
+# ------------------------------------------------------------------------------------------------ launch configs
+def test_configs_agree():
+    """Small tiles (several head chunks, one token per block, several token blocks per backward program: the shape
+    of a GPU launch) give the interpreter defaults' results. RoPE is elementwise: bit for bit. The norm's sums
+    (sum of squares, the backward's dot, the weight grad's partials) may be ordered differently by another tile
+    shape on a GPU: rstd within a few fp32 ulps, so rare elements move by a bf16 ulp."""
+    q, k, seq_dim = make_qk(2, 3, 6, 3, 80, BF16, "bhsd")  # few tokens: one program each costs in the interpreter
+    cos, sin = make_cos_sin(2, 3, 40, BF16, "bsr")
+    for config in (None, (1, 2, 4)):
+        outs = rope_fwd(q, k, cos, sin, 40, False, seq_dim, config=config)
+        outs += rope_bwd(*outs, cos, sin, 40, False, seq_dim, config=config)
+        if config is None:
+            ref = outs
+    assert all(torch.equal(a, b) for a, b in zip(ref, outs))
+    wq, wk = torch.randn(80, device=DEVICE, dtype=BF16), torch.randn(80, device=DEVICE, dtype=BF16)
+    results = []
+    for fwd_config, bwd_config in ((None, None), ((2, 2, 4), (1, 2, 4, 3)), ((2, 2, 4), (1, 2, 4, 3))):
+        q_out, k_out, rq, rk = qk_norm_rope_fwd(q, k, wq, wk, 1e-6, "normed", cos, sin, 40, True, seq_dim,
+                                                config=fwd_config)
+        grads = qk_norm_rope_bwd(q_out, k_out, q, k, wq, wk, rq, rk, "normed", cos, sin, 40, True, seq_dim,
+                                 config=bwd_config)
+        results.append((q_out, k_out, rq, rk, *grads))
+    for i, (a, b) in enumerate(zip(*results[:2])):
+        if a.dtype == FP32:  # rstd
+            torch.testing.assert_close(a, b, rtol=4 * U[FP32], atol=0)
+        else:
+            assert rel(a, b) <= U[BF16], (i, rel(a, b))
+    assert all(torch.equal(a, b) for a, b in zip(results[1], results[2]))  # deterministic
+
+
+def test_empty():
+    for batch, seq in ((0, 4), (2, 0)):
+        q, k, seq_dim = make_qk(batch, seq, 4, 2, 64, BF16, "bhsd")
+        cos, sin = make_cos_sin(max(batch, 1), seq, 64, BF16, "bsr")
+        cos, sin = cos[:batch], sin[:batch]
+        q_out, k_out = rope_fwd(q, k, cos, sin, 64, False, seq_dim)
+        dq, dk = rope_bwd(q_out, k_out, cos, sin, 64, False, seq_dim)
+        assert q_out.shape == dq.shape == q.shape and k_out.shape == dk.shape == k.shape
+        w = torch.randn(64, device=DEVICE, dtype=BF16)
+        q_out, k_out, rq, rk = qk_norm_rope_fwd(q, k, w, w, 1e-6, "normed", cos, sin, 64, False, seq_dim)
+        assert q_out.shape == q.shape and rq.shape == (batch, seq, 4) and rk.shape == (batch, seq, 2)
+        dq, dk, dwq, dwk = qk_norm_rope_bwd(q_out, k_out, q, k, w, w, rq, rk, "normed", cos, sin, 64, False, seq_dim)
+        assert dq.shape == q.shape and dk.shape == k.shape
+        assert torch.equal(dwq, torch.zeros_like(w)) and torch.equal(dwk, torch.zeros_like(w))
