@@ -1,13 +1,14 @@
 """RMSNorm and residual-add + RMSNorm on the GPU: eager / Inductor / Liger / mojo, side by side.
 
-    python benchmarks/bench_norms.py [--quick]
+    python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096]
 
 Every implementation runs the HF Llama spelling (bf16, eps 1e-6): eager is the spelling itself, Inductor is
 `torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama"), mojo is
-`torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Triton op). Forward times are
-medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians
-of plain calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an
-ideal kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
+`torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo op, whose Triton kernels the
+default inner compiler, Inductor, launches from its own code). Forward times are medians of CUDA-graph replays (GPU
+time, no Python launch overhead for anyone); forward + backward times are medians of plain calls
+(`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an ideal
+kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def implementations(op: str, peers):
     impls = {
         "eager": fn,
         "inductor": torch.compile(fn, dynamic=False),
-        "mojo": torch.compile(fn, backend="mojo", dynamic=False, options={"inner_compiler": "eager"}),
+        "mojo": torch.compile(fn, backend="mojo", dynamic=False),  # Inductor inner: it launches the Mojo kernels
     }
     if peers is not None:
         rms, add_rms = peers
@@ -113,12 +114,16 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="only the large shapes")
+    parser.add_argument("--tokens", help="comma-separated token counts (default 1,128,4096,16384)")
+    parser.add_argument("--hidden", help="comma-separated hidden sizes (default 2048,4096,8192)")
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     copy_bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw / 1e12:.2f} TB/s")
     tokens = [4096, 16384] if args.quick else [1, 128, 4096, 16384]
     hidden = [4096] if args.quick else [2048, 4096, 8192]
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else tokens
+    hidden = [int(h) for h in args.hidden.split(",")] if args.hidden else hidden
     peers = liger()
     for op in ("rms_norm", "add_rms_norm"):
         mojo_compile.reset_report()
