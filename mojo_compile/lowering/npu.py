@@ -68,7 +68,27 @@ def gated_act_fused(gate_up, act, gate_first):
     return torch_npu.npu_swiglu(gate_up, dim=-1)
 
 
+def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    if q.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {q.device.type}"
+    if rotary_dim != q.shape[-1]:
+        return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"
+    if cos.dtype != q.dtype or k.dtype != q.dtype:
+        return f"npu_rotary_mul takes cos/sin in the dtype of q ({q.dtype}), not {cos.dtype}"
+    return None
+
+
+def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    """npu_rotary_mul per tensor, cos/sin broadcast over the heads dim (layout limits: see seed-contracts.md)."""
+    def table(t):
+        return (t if t.dim() == 3 else t.unsqueeze(0)).unsqueeze(3 - seq_dim)
+
+    mode = "interleave" if interleaved else "half"
+    return tuple(torch_npu.npu_rotary_mul(x, table(cos), table(sin), rotary_mode=mode).contiguous() for x in (q, k))
+
+
 TABLE = {
+    "rope": Impl(rope, _rope_reason),
     "gated_act_fused": Impl(gated_act_fused, _swiglu_reason),
     "rms_norm": Impl(rms_norm, lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
     "add_rms_norm": Impl(add_rms_norm, lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
