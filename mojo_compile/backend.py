@@ -4,7 +4,8 @@
       1. -> pre-dispatch ATen graph   make_fx(pre_dispatch=True) under Dynamo's fake mode: normalised ATen
                                       (aten.linear, aten.silu, aten.to.dtype ...), before autograd, symbolic sizes kept
       2. -> canonical form            exact rewrites only: no-op casts, eval dropout, x*1.0, view chains, x*x ...
-      3. -> Mojo ops                  every enabled pattern, supersets first (patterns/)
+      3. -> Mojo ops                  every enabled pattern, supersets first (patterns/); then each attention
+                                      mask that is proven causal / sliding-window becomes that structure
       4. -> targets chosen            each Mojo op node gets the target that supports its (fake) inputs (lowering/)
       5. -> report (+ dump)           mojo_compile.last_report()
       6. -> inner compiler            Inductor (default) or plain eager; both run forward and backward
@@ -25,6 +26,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import lowering, patterns, report
 from .canonicalize import canonicalize
+from .patterns.attention import analyse_masks
 from .options import OptionError, Options
 
 log = logging.getLogger("mojo_compile")
@@ -40,7 +42,8 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
     canonicalize(aten_gm)                                                 # 2
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3
-    sites = choose_targets(aten_gm, matches, target)                      # 4
+    masks = analyse_masks(aten_gm)
+    sites = choose_targets(aten_gm, matches, target, masks)               # 4
     graph_report = report.GraphReport(_compile_id(), target, options.inner_compiler, sites,
                                       unfused_notes(aten_gm, options.disable), aten_gm.code)
     report.add_graph(graph_report)                                        # 5
@@ -109,8 +112,9 @@ def _op_arguments(node) -> list:
     return values
 
 
-def choose_targets(gm: GraphModule, matches, target: str) -> list[report.FusedSite]:
-    """Give each new Mojo op the target that supports its inputs; the torch reference otherwise (reason kept)."""
+def choose_targets(gm: GraphModule, matches, target: str, masks=None) -> list[report.FusedSite]:
+    """Give each new Mojo op the target that supports its inputs; the torch reference otherwise (reason kept).
+    `masks`: attention node -> the mask structure proven for it (shown in the report)."""
     sites = []
     order = {node: i for i, node in enumerate(gm.graph.nodes)}
     for pattern, node in sorted(matches, key=lambda m: order[m[1]]):
@@ -119,9 +123,18 @@ def choose_targets(gm: GraphModule, matches, target: str) -> list[report.FusedSi
         node.update_kwarg("target", chosen)
         if reason:
             lowering.log_fallback_once(op, target, reason)
-        sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason))
+        detail = _attention_detail(node, masks or {}) if op == "attention" else ""
+        sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason, detail))
     gm.recompile()
     return sites
+
+
+def _attention_detail(node, masks) -> str:
+    q, k, v, mask, q_pos, scale, causal, window, softcap, sinks = _op_arguments(node)
+    kind = "tensor" if mask is not None else "causal" if causal else "none"
+    kind += f", window {window}" if window else ""
+    kind += f", softcap {softcap:g}" if softcap else ""
+    return f"mask: {kind}" + (" (proven from the mask subgraph)" if node in masks else "")
 
 
 # ------------------------------------------------------------------------------------------------------ 5. report

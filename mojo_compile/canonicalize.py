@@ -52,9 +52,10 @@ def _type_as(node: Node) -> Optional[Node]:
 
 
 def _eval_dropout(node: Node) -> Optional[Node]:
-    """Eval-mode dropout returns its input itself."""
+    """Eval-mode dropout, and dropout with p = 0 (HF passes `dropout=0.0` in training too), return their input:
+    ATen's dropout returns the input itself for `p == 0 or not train`."""
     x, p, train = (list(node.args) + [node.kwargs.get("p"), node.kwargs.get("train")])[:3]
-    return x if train is False and _same_tensor_type(x, node) else None
+    return x if (train is False or p == 0) and _same_tensor_type(x, node) else None
 
 
 def _identity_arith(identity) -> Callable[[Node], Optional[Node]]:

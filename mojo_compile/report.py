@@ -21,6 +21,7 @@ class FusedSite:
     target: str
     source: str
     fallback: Optional[str] = None  # why the requested target did not take it
+    detail: str = ""  # what the site was proven to be (attention: the mask structure)
 
 
 @dataclass
@@ -61,7 +62,8 @@ class Report:
             counts = ", ".join(f"{op} x{n}" for op, n in sorted(g.counts().items())) or "nothing fused"
             lines.append(f"graph {g.compile_id}  target={g.target} inner={g.inner_compiler}  {counts}")
             rows = [("source", "pattern", "op", "target")] + [
-                (s.source or "?", s.pattern, s.op, s.target + (f" (fallback: {s.fallback})" if s.fallback else ""))
+                (s.source or "?", s.pattern, s.op, s.target + (f" (fallback: {s.fallback})" if s.fallback else "")
+                 + (f"  [{s.detail}]" if s.detail else ""))
                 for s in g.sites]
             widths = [max(len(r[i]) for r in rows) for i in range(3)]
             for row in rows:

@@ -61,7 +61,10 @@ def dynamo_eager(model):
 
 
 def compile_mojo(model, target, **kw):
-    return torch.compile(model, backend="mojo", options={"inner_compiler": "eager", "target": target}, **kw)
+    """Attention is left out here: its kernels keep fp32 scores where eager rounds them, so it is equal to eager only
+    within a tolerance, while these tests hold the other fusions to bit-exactness (tests/test_attention.py)."""
+    return torch.compile(model, backend="mojo", options={"inner_compiler": "eager", "target": target,
+                                                         "disable": ["attention"]}, **kw)
 
 
 def rel(a, b):
@@ -152,7 +155,7 @@ def test_inductor_inner_compiler():
     """The default inner compiler: Inductor compiles the rest of the graph around the Mojo ops, forward and backward."""
     model = build("qwen3", torch.float32)
     ids = torch.randint(3, 256, (2, 8), device=DEVICE)
-    out = torch.compile(model, backend="mojo")(input_ids=ids, labels=ids)
+    out = torch.compile(model, backend="mojo", options={"disable": ["attention"]})(input_ids=ids, labels=ids)
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert mojo_compile.last_report().graphs[0].inner_compiler == "inductor"

@@ -177,6 +177,77 @@ def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rs
     return (*grads, *weight_grads)
 
 
+# ---------------------------------------------------------------------------------------------------- attention
+def _grouped(t, heads):
+    """kv [B, Hkv, S, D] -> [B, Hq, S, D] (q head h reads kv head h // group), as repeat_kv does."""
+    return t.repeat_interleave(heads // t.shape[1], dim=1) if t.shape[1] != heads else t
+
+
+def _allowed(q, k, q_pos, causal, window):
+    """The structural mask [Sq, Skv] (None when there is none)."""
+    if not causal and not window:
+        return None
+    sq, skv = q.shape[2], k.shape[2]
+    rows = q_pos.to(torch.long) if q_pos is not None else torch.arange(skv - sq, skv, device=q.device)
+    cols = torch.arange(skv, device=q.device)
+    allowed = cols[None, :] <= rows[:, None] if causal else torch.ones(sq, skv, dtype=torch.bool, device=q.device)
+    if window:
+        allowed = allowed & (cols[None, :] > rows[:, None] - window)
+    return allowed
+
+
+def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
+    """fp32 scores -> (p over the keys, lse, tanh of the softcap or None)."""
+    s = q.float() @ _grouped(k, q.shape[1]).float().transpose(-1, -2) * scale
+    t = None
+    if softcap:
+        t = torch.tanh(s / softcap)
+        s = softcap * t
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
+    allowed = _allowed(q, k, q_pos, causal, window)
+    if allowed is not None:
+        s = s.masked_fill(~allowed, float("-inf"))
+    logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
+    lse = torch.logsumexp(logits, dim=-1)
+    p = torch.exp(s - lse.unsqueeze(-1)).nan_to_num(0.0)  # a row with nothing allowed: p = 0 (lse = -inf)
+    return p, lse, t
+
+
+def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
+    p, lse, _ = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks)
+    out = p @ _grouped(v, q.shape[1]).float()
+    return out.to(q.dtype), lse
+
+
+def _ungroup(t, kv_heads):
+    """[B, Hq, S, D] gradients -> [B, Hkv, S, D]: the sum over each kv head's group of q heads."""
+    b, h, s, d = t.shape
+    return t.view(b, kv_heads, h // kv_heads, s, d).sum(2) if h != kv_heads else t
+
+
+def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
+    """The standard attention backward, in fp32, from recomputed probabilities."""
+    p, _, t = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks)
+    do = grad_out.float()
+    vv = _grouped(v, q.shape[1]).float()
+    grad_v = p.transpose(-1, -2) @ do
+    dp = do @ vv.transpose(-1, -2)
+    delta = (do * out.float()).sum(-1, keepdim=True)  # = rowsum(p * dp): the sink takes no value
+    ds = p * (dp - delta)
+    if t is not None:
+        ds = ds * (1 - t * t)
+    grad_q = ds @ _grouped(k, q.shape[1]).float() * scale
+    grad_k = ds.transpose(-1, -2) @ q.float() * scale
+    if sinks is not None:
+        p_sink = torch.exp(sinks.float().view(1, -1, 1) - lse).nan_to_num(0.0)
+        grad_sinks = -(p_sink * delta.squeeze(-1)).sum((0, 2)).to(sinks.dtype)
+    else:
+        grad_sinks = q.new_empty((0,))
+    return (grad_q.to(q.dtype), _ungroup(grad_k, k.shape[1]).to(k.dtype), _ungroup(grad_v, v.shape[1]).to(v.dtype),
+            grad_sinks)
+
+
 def _traceable(*args) -> bool:
     return True
 
@@ -193,4 +264,6 @@ TABLE = {
     "rope_backward": Impl(rope_backward, traceable=_traceable),
     "qk_norm_rope": Impl(qk_norm_rope, traceable=_traceable),
     "qk_norm_rope_backward": Impl(qk_norm_rope_backward, traceable=_traceable),
+    "attention": Impl(attention, traceable=_traceable),
+    "attention_backward": Impl(attention_backward, traceable=_traceable),
 }

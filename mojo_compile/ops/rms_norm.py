@@ -6,7 +6,7 @@ and backward alike. The real work is delegated to the target named by the `targe
 
 Numerics are parameters, because HF models disagree on where the cast back to the input dtype happens:
 
-    cast="normed"   y = (w + offset) * (x32 * rstd).to(x.dtype)          Llama, Qwen, Mistral, Llama4 (weight on the right)
+    cast="normed"   y = (w + offset) * (x32 * rstd).to(x.dtype)          Llama, Qwen, Mistral, Llama4 (w on the right)
     cast="output"   y = ((x32 * rstd) * (w32 + offset)).to(x.dtype)      OLMo2, Gemma (offset=1), F.rms_norm
     cast="rstd"     y = x * rstd.to(x.dtype)                              DeepSeek-V4 unweighted norm
 
@@ -51,7 +51,8 @@ def rms_norm(
 
 @rms_norm.register_fake
 def _(x, weight, eps, weight_offset=0.0, cast="normed", target="torch"):
-    return x.new_empty(x.shape, dtype=rms_norm_out_dtype(x, weight, cast)), x.new_empty(x.shape[:-1], dtype=torch.float32)
+    return (x.new_empty(x.shape, dtype=rms_norm_out_dtype(x, weight, cast)),
+            x.new_empty(x.shape[:-1], dtype=torch.float32))
 
 
 @torch.library.custom_op("mojo::add_rms_norm", mutates_args=())

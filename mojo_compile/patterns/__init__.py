@@ -32,7 +32,7 @@ log = logging.getLogger("mojo_compile")
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope")
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
 
 
 class PatternError(ValueError):

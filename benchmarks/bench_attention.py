@@ -1,0 +1,136 @@
+"""Attention on the GPU: the Triton kernels against torch's SDPA backends, and HF's eager-attention graph compiled
+with mojo against Inductor.
+
+    python benchmarks/bench_attention.py
+
+1. prefill B4 S4096 Hq32 Hkv8 D128, causal, bf16: forward and forward + backward of the Mojo op (ttx) against
+   SDPA with cuDNN / flash / efficient (k, v repeated for the backends without GQA), in ms and TFLOP/s (causal
+   FLOPs: 2 * 2 * B * Hq * S^2 * D / 2 forward, 2.5x that backward).
+2. HF eager attention (repeat_kv -> matmul -> scale -> + causal mask -> softmax fp32 -> matmul) as a function:
+   eager / Inductor / mojo (the pattern replaced by the op, its mask proven causal).
+3. decode B64, one query against a 4096-key cache (StaticCache-style: positions given), Hq32 Hkv8 D128:
+   the split-KV kernel against SDPA with enable_gqa, in us and TB/s of K/V read.
+Times: medians of triton.testing.do_bench (forward in CUDA graphs where the call is capturable).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import bench, print_table, rel_err  # noqa: E402
+
+import mojo_compile  # noqa: E402
+
+mojo = torch.ops.mojo
+B, S, HQ, HKV, D = 4, 4096, 32, 8, 128
+
+
+def repeat_kv(x, n_rep):
+    b, h, s, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+
+
+def hf_eager_attention(q, k, v, mask, scale):
+    k, v = repeat_kv(k, q.shape[1] // k.shape[1]), repeat_kv(v, q.shape[1] // k.shape[1])
+    w = torch.matmul(q, k.transpose(2, 3)) * scale + mask
+    w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+    return torch.matmul(w, v)
+
+
+def sdpa_backend(name):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION,
+               "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return run
+
+
+def prefill(rows):
+    torch.manual_seed(0)
+    q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    scale = D ** -0.5
+    flops = 2 * 2 * B * HQ * S * S * D / 2
+    impls = {"mojo ttx": lambda q, k, v: mojo.attention(q, k, v, None, None, scale, True, 0, 0.0, None, "ttx")[0]}
+    for name in ("cudnn", "flash", "efficient"):
+        impls[f"sdpa {name}"] = sdpa_backend(name)
+    with torch.no_grad():  # fp32 reference (SDPA's memory-efficient fp32 kernel)
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=True)
+    for name, fn in impls.items():
+        try:
+            out = fn(q, k, v)
+            err = rel_err(out, ref)
+            fwd = bench(lambda: fn(q, k, v), cudagraph=False)
+            dout = torch.randn_like(out)
+            train = bench(lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), cudagraph=False)
+            rows.append([f"prefill B{B} S{S} causal", name, f"{fwd / 1e3:.3f}", f"{flops / fwd / 1e6:.0f}",
+                         f"{train / 1e3:.3f}", f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"])
+        except Exception as e:
+            rows.append([f"prefill B{B} S{S} causal", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+
+
+def hf_graph(rows):
+    torch.manual_seed(0)
+    q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    i = torch.arange(S, device="cuda")
+    mask = torch.where(i[None, :] <= i[:, None], 0.0, torch.finfo(torch.float32).min)[None, None]
+    flops = 2 * 2 * B * HQ * S * S * D / 2
+    exact = hf_eager_attention(q.float(), k.float(), v.float(), mask, D ** -0.5)
+    mojo_compile.reset_report()
+    impls = {"eager": hf_eager_attention, "inductor": torch.compile(hf_eager_attention, dynamic=False),
+             "mojo": torch.compile(hf_eager_attention, backend="mojo", dynamic=False)}
+    for name, fn in impls.items():
+        try:
+            with torch.no_grad():
+                out = fn(q, k, v, mask, D ** -0.5)
+                t = bench(lambda: fn(q, k, v, mask, D ** -0.5), cudagraph=False)
+            rows.append(["HF eager attention graph", name, f"{t / 1e3:.3f}", f"{flops / t / 1e6:.0f}", "", "",
+                         f"{rel_err(out, exact):.1e}"])
+        except Exception as e:
+            rows.append(["HF eager attention graph", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+    print(mojo_compile.last_report().table())
+
+
+def decode(rows):
+    torch.manual_seed(0)
+    batch, ctx = 64, 4096
+    q = torch.randn(batch, HQ, 1, D, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(batch, HKV, ctx, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    pos = torch.tensor([ctx - 1], device="cuda")
+    kv_bytes = 2 * batch * HKV * ctx * D * 2
+    impls = {
+        "mojo ttx (split-KV)": lambda: mojo.attention(q, k, v, None, pos, D ** -0.5, True, 0, 0.0, None, "ttx")[0],
+        "sdpa enable_gqa": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        "sdpa + repeat_kv": lambda: F.scaled_dot_product_attention(q, repeat_kv(k, HQ // HKV), repeat_kv(v, HQ // HKV)),
+    }
+    ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    for name, fn in impls.items():
+        try:
+            out = fn()
+            t = bench(fn)
+            rows.append([f"decode B{batch} ctx{ctx}", name, f"{t:.1f} us", "", "", f"{kv_bytes / t / 1e6:.2f} TB/s",
+                         f"{rel_err(out, ref):.1e}"])
+        except Exception as e:
+            rows.append([f"decode B{batch} ctx{ctx}", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+
+
+def main():
+    print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
+    rows = []
+    prefill(rows)
+    hf_graph(rows)
+    decode(rows)
+    print_table("attention (ms unless stated; TFLOP/s)", ["workload", "impl", "fwd", "fwd TFLOP/s", "fwd+bwd",
+                                                          "fwd+bwd TFLOP/s or BW", "rel err"], rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,320 @@
+"""Attention spellings -> `mojo::attention` (../shared/reference/hf-spellings.md, section 5).
+
+    SDPA     F.scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, scale, enable_gqa) -- after
+             repeat_kv (HF under torch.compile with a materialised mask), with enable_gqa, or plain (MHA, or a
+             hand-written model); with or without a mask, is_causal, an explicit or the default scale
+    A1       HF eager: matmul(q, repeat_kv(k)^T) * scale (+ mask) -> softmax(fp32) -> .to(q.dtype) -> matmul(., v)
+             (dropout with p = 0 or in eval mode is gone after canonicalisation)
+    A2       Gemma2: the same with a logit softcap: (s / c).tanh() * c before the mask
+    A3       gpt-oss: a per-head sink logit concatenated to the scores, max-subtracted, softmax, sliced off
+
+Every spelling reads k and v before repeat_kv: the op reads each kv head once for its group of q heads.
+
+The mask is an input of the pattern. After the rewrite, `analyse_masks` looks at each op's mask subgraph: where
+it depends on no runtime input (the masks HF builds from aranges for a prefill) and the sizes are static, the mask is
+a constant of the compiled graph; it is evaluated once and, if it is exactly causal (bottom-right aligned) or causal
+with a sliding window, the op gets that structure and the tensor is dropped -- proven, not assumed. Anything else
+(padding from the user's attention_mask, a StaticCache decode mask built from cache_position, symbolic sizes) keeps
+the tensor. Not covered here: Falcon's handwritten eager path (A5), other sink spellings (flint, granite_swa).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch.fx import GraphModule, Node
+
+from . import register_pattern, symbolic_scalar
+
+log = logging.getLogger("mojo_compile")
+aten = torch.ops.aten
+mojo = torch.ops.mojo
+
+SCALE, SOFTCAP = 0.3125, 47.25  # trace values of the captured scalars
+TELL_TALES = (aten.scaled_dot_product_attention.default,)
+
+
+def repeat_kv(x, n_rep):
+    """HF's repeat_kv, with the repeat count computed from the shapes (so the matcher re-derives it per site)."""
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+
+
+# ------------------------------------------------------------------------------------------------------- checks
+def _val(match, name):
+    node = match.kwargs.get(name)
+    return node.meta.get("val") if hasattr(node, "meta") else None
+
+
+def _attention_check(match) -> bool:
+    q, k, v = (_val(match, n) for n in ("q", "k", "v"))
+    if any(t is None for t in (q, k, v)) or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return False
+    if not (q.dtype.is_floating_point and q.dtype == k.dtype == v.dtype):
+        return False
+    if q.shape[1] % k.shape[1] or k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] \
+            or q.shape[-1] != k.shape[-1]:
+        return False
+    if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap"):
+        return False
+    if "mask" in match.kwargs:
+        mask = _val(match, "mask")
+        if mask is None or mask.dim() > 4 or mask.requires_grad:
+            return False  # the op takes no gradient for the mask
+        if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+            return False
+    return True
+
+
+def _sinks_check(match) -> bool:
+    sinks, q = _val(match, "sinks"), _val(match, "q")
+    return _attention_check(match) and sinks is not None and sinks.dim() == 1 and sinks.shape[0] == q.shape[1]
+
+
+# ----------------------------------------------------------------------------------------------------- spellings
+def _kv(k, v, q, kv_form):
+    if kv_form == "repeat_kv":
+        n_rep = q.shape[1] // k.shape[1]
+        return repeat_kv(k, n_rep), repeat_kv(v, n_rep)
+    return k, v
+
+
+def _sdpa_pattern(kv_form, has_mask, is_causal, has_scale):
+    gqa = {"enable_gqa": True} if kv_form == "gqa" else {}
+
+    def search(q, k, v, mask, scale):
+        ks, vs = _kv(k, v, q, kv_form)
+        scale_kw = {"scale": scale} if has_scale else {}
+        return F.scaled_dot_product_attention(q, ks, vs, attn_mask=mask if has_mask else None, dropout_p=0.0,
+                                              is_causal=is_causal, **scale_kw, **gqa)
+
+    def replace(q, k, v, mask, scale):
+        s = scale if has_scale and scale is not None else 1.0 / math.sqrt(q.shape[-1])  # SDPA's default
+        return mojo.attention(q, k, v, mask if has_mask else None, None, s, is_causal)[0]
+
+    params = ["q", "k", "v", *(["mask"] if has_mask else []), *(["scale"] if has_scale else [])]
+    return _bind(search, params), _bind(replace, params)
+
+
+def _eager_pattern(kv_form, has_mask, softcap, cast):
+    def search(q, k, v, mask, scale, softcap_value):
+        ks, vs = _kv(k, v, q, kv_form)
+        w = torch.matmul(q, ks.transpose(2, 3)) * scale
+        if softcap:
+            w = torch.tanh(w / softcap_value) * softcap_value
+        if has_mask:
+            w = w + mask
+        w = F.softmax(w, dim=-1, dtype=torch.float32)
+        if cast:
+            w = w.to(q.dtype)
+        return torch.matmul(w, vs)
+
+    def replace(q, k, v, mask, scale, softcap_value):
+        return mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0,
+                              softcap_value if softcap else 0.0)[0]
+
+    params = ["q", "k", "v", *(["mask"] if has_mask else []), "scale", *(["softcap_value"] if softcap else [])]
+    return _bind(search, params), _bind(replace, params)
+
+
+def _sinks_pattern(kv_form, has_mask):
+    """gpt-oss: a per-head sink logit joins the softmax (max-subtracted, in the logits' dtype) and is dropped."""
+    def search(q, k, v, mask, sinks, scale):
+        ks, vs = _kv(k, v, q, kv_form)
+        w = torch.matmul(q, ks.transpose(2, 3)) * scale
+        if has_mask:
+            w = w + mask
+        s = sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
+        logits = torch.cat([w, s], dim=-1)
+        logits = logits - logits.max(dim=-1, keepdim=True).values
+        probs = F.softmax(logits, dim=-1, dtype=logits.dtype)
+        return torch.matmul(probs[..., :-1], vs)
+
+    def replace(q, k, v, mask, sinks, scale):
+        return mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0, 0.0, sinks)[0]
+
+    params = ["q", "k", "v", *(["mask"] if has_mask else []), "sinks", "scale"]
+    return _bind(search, params), _bind(replace, params)
+
+
+def _bind(fn, params):
+    """`fn(q, k, v, mask, scale, ...)` with the named signature `params` (Inductor binds pattern inputs by name)."""
+    import inspect
+
+    names = list(inspect.signature(fn).parameters)
+
+    def bound(*args):
+        values = dict(zip(params, args))
+        return fn(*(values.get(n) for n in names))
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
+    return bound
+
+
+def _examples(kv_form, has_mask, dtypes, sinks=False):
+    heads_kv = 4 if kv_form == "plain" else 2
+    out = []
+    for dtype in dtypes:
+        q = torch.randn(2, 4, 5, 8, dtype=dtype)
+        k, v = torch.randn(2, heads_kv, 5, 8, dtype=dtype), torch.randn(2, heads_kv, 5, 8, dtype=dtype)
+        mask = torch.randn(2, 1, 5, 5, dtype=dtype if sinks else torch.float32)
+        out.append((q, k, v, *([mask] if has_mask else []), *([torch.randn(4, dtype=dtype)] if sinks else [])))
+    return out
+
+
+def _register():
+    for kv_form in ("repeat_kv", "gqa", "plain"):
+        for has_mask, is_causal in ((True, False), (False, True), (False, False)):
+            for has_scale in (True, False):
+                name = f"attention.sdpa.{kv_form}" + (".mask" if has_mask else "") + (".causal" if is_causal else "") \
+                    + ("" if has_scale else ".default_scale")
+                register_pattern(name, *_sdpa_pattern(kv_form, has_mask, is_causal, has_scale),
+                                 _examples(kv_form, has_mask, [torch.float32]),
+                                 scalars={"scale": SCALE} if has_scale else {}, extra_check=_attention_check,
+                                 priority=20, family="attention", tell_tales=TELL_TALES, lazy=True)
+    for kv_form in ("repeat_kv", "plain"):
+        for has_mask in (True, False):
+            for softcap in (False, True):
+                for cast, dtype in ((True, torch.bfloat16), (False, torch.float32)):
+                    name = f"attention.eager.{kv_form}" + (".mask" if has_mask else "") \
+                        + (".softcap" if softcap else "") + ("" if cast else ".fp32")
+                    register_pattern(name, *_eager_pattern(kv_form, has_mask, softcap, cast),
+                                     _examples(kv_form, has_mask, [dtype]),
+                                     scalars={"scale": SCALE, **({"softcap_value": SOFTCAP} if softcap else {})},
+                                     extra_check=_attention_check, priority=20, family="attention", lazy=True)
+            register_pattern(f"attention.sinks.{kv_form}" + (".mask" if has_mask else ""),
+                             *_sinks_pattern(kv_form, has_mask),
+                             _examples(kv_form, has_mask, [torch.bfloat16, torch.float32], sinks=True),
+                             scalars={"scale": SCALE}, extra_check=_sinks_check, priority=20, family="attention",
+                             lazy=True)
+
+
+_register()
+
+
+# ------------------------------------------------------------------------------------------------ mask analysis
+@dataclass
+class MaskStructure:
+    causal: bool
+    window: int = 0
+
+    def describe(self) -> str:
+        return "causal" + (f", sliding window {self.window}" if self.window else "") if self.causal else "none"
+
+
+def _ancestors(node: Node) -> Optional[list[Node]]:
+    """The nodes the mask is computed from, in graph order; None if any is a runtime input or has symbolic sizes."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder":
+            return None  # depends on a runtime input (attention_mask, cache_position, a symbolic size)
+        val = n.meta.get("val")
+        for t in (val if isinstance(val, (tuple, list)) else [val]):
+            if isinstance(t, torch.Tensor) and any(not isinstance(s, int) for s in t.shape):
+                return None
+        if n.op == "call_function" and _mutates(n):
+            return None
+        stack.extend(n.all_input_nodes)
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    return sorted(seen, key=order.__getitem__)
+
+
+def _mutates(node: Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def evaluate_constant(gm: GraphModule, node: Node) -> Optional[torch.Tensor]:
+    """The value of `node` when it depends on no runtime input: its subgraph copied and run once."""
+    nodes = _ancestors(node)
+    if nodes is None:
+        return None
+    graph = torch.fx.Graph()
+    env: dict = {}
+    for n in nodes:
+        env[n] = graph.node_copy(n, lambda x: env[x])
+    graph.output(env[node])
+    try:
+        with torch.no_grad():
+            return GraphModule(gm, graph)()
+    except Exception as e:  # a subgraph we cannot run at compile time stays a tensor
+        log.debug("mojo attention: mask subgraph not evaluable: %s", e)
+        return None
+
+
+def classify(mask: torch.Tensor, sq: int, skv: int) -> Optional[MaskStructure]:
+    """The structure `mask` is exactly, for every batch and head: causal (bottom-right), causal + sliding window,
+    or no mask at all; None if it is anything else (or a row is fully masked, which the structure cannot express)."""
+    if mask.dtype != torch.bool:
+        values = mask.float().unique()
+        if values.numel() > 2 or (values != 0).logical_and(values > -1e30).any():
+            return None  # an additive mask that is not 0 / a huge negative (finfo.min, -inf)
+        mask = mask == 0
+    if mask.dim() > 4 or mask.shape[-2:] not in ((sq, skv), (1, skv), (sq, 1), (1, 1)):
+        return None
+    full = mask.expand(*mask.shape[:-2], sq, skv).reshape(-1, sq, skv)
+    m = full[0]
+    if not bool((full == m).all()):
+        return None  # differs between batches or heads (padding): keep the tensor
+    if bool(m.all()):
+        return MaskStructure(causal=False)
+    rows = torch.arange(skv - sq, skv, device=m.device)[:, None]
+    cols = torch.arange(skv, device=m.device)[None, :]
+    causal = cols <= rows
+    if not bool(m.any(-1).all()):
+        return None
+    if torch.equal(m, causal):
+        return MaskStructure(causal=True)
+    window = int(m[-1].sum())  # the last row's allowed keys: the window
+    if window > 0 and torch.equal(m, causal & (cols > rows - window)):
+        return MaskStructure(causal=True, window=window)
+    return None
+
+
+def _arguments(node: Node) -> dict:
+    """The op node's arguments by schema name, defaults filled in."""
+    schema = node.target._schema
+    values = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            values[arg.name] = node.args[i]
+        else:
+            values[arg.name] = node.kwargs.get(arg.name, arg.default_value)
+    return values
+
+
+def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
+    """Give each mojo.attention node whose mask is proven causal / sliding-window that structure instead of the
+    tensor. Returns node -> structure, for the report."""
+    proven, cache = {}, {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not mojo.attention.default:
+            continue
+        args = _arguments(node)
+        mask, q, k = args["mask"], args["q"].meta.get("val"), args["k"].meta.get("val")
+        if not isinstance(mask, Node) or args["q_pos"] is not None or args["causal"] or args["window"] \
+                or q is None or k is None or not isinstance(q.shape[2], int) or not isinstance(k.shape[2], int):
+            continue
+        key = (mask, q.shape[2], k.shape[2])
+        if key not in cache:
+            value = evaluate_constant(gm, mask)
+            cache[key] = classify(value, q.shape[2], k.shape[2]) if value is not None else None
+        structure = cache[key]
+        if structure is None:
+            continue
+        args.update(mask=None, causal=structure.causal, window=structure.window)
+        target = args.pop("target")
+        node.args = tuple(args.values())
+        node.kwargs = {"target": target}
+        proven[node] = structure
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return proven
