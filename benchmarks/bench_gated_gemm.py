@@ -34,7 +34,7 @@ from common import bench, print_table, rel_err
 
 from mojo_compile.kernels.gated_gemm import _config, gated_gemm, gated_gemm_fused
 
-K, I = 4096, 12288
+K, INTER = 4096, 12288
 DEVICE = "cuda"
 TOKENS = [1, 16, 128, 1024, 4096, 16384]
 
@@ -52,7 +52,7 @@ def candidates(m):
 
 
 def tflops(m, us):
-    return 2 * m * K * 2 * I / (us * 1e-6) / 1e12
+    return 2 * m * K * 2 * INTER / (us * 1e-6) / 1e12
 
 
 def unfused(x, w):
@@ -62,7 +62,7 @@ def unfused(x, w):
 
 def weight_tbs(us):
     """Weight bytes streamed per second: the roofline of small M (decode), against ~4.25 TB/s of copy bandwidth."""
-    return 2 * I * K * 2 / (us * 1e-6) / 1e12
+    return 2 * INTER * K * 2 / (us * 1e-6) / 1e12
 
 
 def measure(m, w_gu, w_g, w_u, inductor, do_sweep, sweep):
@@ -83,7 +83,7 @@ def measure(m, w_gu, w_g, w_u, inductor, do_sweep, sweep):
         if name not in ("gemm only", "cublas+ew"):
             diff[name] = ((out.float() - ref.float()).abs().max().item(), rel_err(out, ref))
         us[name] = bench(fn)
-    heur = _config(m, I, K)
+    heur = _config(m, INTER, K)
     best = (heur, us["mojo"], diff["mojo"])
     for cfg in candidates(m) if do_sweep else []:
         def fn(cfg=cfg):
@@ -106,7 +106,8 @@ def measure(m, w_gu, w_g, w_u, inductor, do_sweep, sweep):
     print(f"M={m}: mojo {us['mojo']:.1f} us, best {best[1]:.1f} us {best[0]}, cublas+ew {base:.1f} us", flush=True)
     times_row = [m, *(f"{us[n]:.1f}" for n in variants), f"{us['mojo best']:.1f}",
                  *(f"{tflops(m, us[n]):.0f}" for n in ("cublas+ew", "inductor", "mojo", "mojo best")),
-                 f"{weight_tbs(us['mojo best']):.2f}", *(f"{base / us[n]:.2f}x" for n in ("inductor", "mojo", "mojo best"))]
+                 f"{weight_tbs(us['mojo best']):.2f}",
+                 *(f"{base / us[n]:.2f}x" for n in ("inductor", "mojo", "mojo best"))]
     check_row = [m, *(f"{diff[n][0]:.2e} / {diff[n][1]:.1e}" for n in diff), str(heur), str(best[0])]
     return times_row, check_row
 
@@ -123,8 +124,8 @@ def main():
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}")
     inductor = torch.compile(unfused, dynamic=False, mode="max-autotune-no-cudagraphs" if args.max_autotune else None)
     torch.manual_seed(0)
-    w_gu = (torch.randn(2 * I, K, device=DEVICE) / K ** 0.5).to(torch.bfloat16)  # g, u ~ N(0, 1)
-    w_g, w_u = w_gu[:I].clone(), w_gu[I:].clone()  # separately allocated, like HF's gate_proj / up_proj
+    w_gu = (torch.randn(2 * INTER, K, device=DEVICE) / K ** 0.5).to(torch.bfloat16)  # g, u ~ N(0, 1)
+    w_g, w_u = w_gu[:INTER].clone(), w_gu[INTER:].clone()  # separately allocated, like HF's gate_proj / up_proj
 
     times_rows, check_rows, sweep = [], [], {}
     for m in [1, 4096] if args.quick else TOKENS:
@@ -132,7 +133,7 @@ def main():
         times_rows.append(times_row)
         check_rows.append(check_row)
 
-    print_table(f"gate/up + SwiGLU, K={K} I={I} bf16 (us; TFLOP/s; speedup vs cublas+ew)",
+    print_table(f"gate/up + SwiGLU, K={K} I={INTER} bf16 (us; TFLOP/s; speedup vs cublas+ew)",
                 ["M", "gemm only", "cublas+ew", "hf eager", "inductor", "mojo", "mojo sep", "mojo best",
                  "TF cublas+ew", "TF inductor", "TF mojo", "TF best", "W TB/s best", "x inductor", "x mojo", "x best"],
                 times_rows)

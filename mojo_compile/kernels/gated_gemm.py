@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-from .rms_norm import _round, interpreting
+from .rms_norm import _round, interpreting, size_hint
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -110,16 +110,7 @@ def _gated_gemm_kernel(X, WG, WU, BG, BU, OUT, M, N, K,
 
 # --------------------------------------------------------------------------------------------------------- launchers
 def _hint(n) -> int:
-    """A concrete value of a possibly symbolic size, to pick a config only: every config is correct for every M,
-    so no guard is wanted (a branch on a SymInt would install one)."""
-    if isinstance(n, int):
-        return n
-    try:
-        from torch.fx.experimental.symbolic_shapes import optimization_hint
-        return int(optimization_hint(n, fallback=4096))
-    except ImportError:  # older torch
-        hint = getattr(n.node, "hint", None)
-        return int(hint) if hint is not None else 4096
+    return size_hint(n)
 
 
 def _config(m: int, n: int, k: int, elem_bytes: int = 2) -> tuple[int, int, int, int, int, int]:

@@ -34,6 +34,19 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def size_hint(n, fallback: int = 4096) -> int:
+    """A concrete value of a possibly symbolic size, to pick a launch config only: every config is correct for every
+    size, so no guard is wanted (a branch on a SymInt would install one)."""
+    if isinstance(n, int):
+        return n
+    try:
+        from torch.fx.experimental.symbolic_shapes import optimization_hint
+        return int(optimization_hint(n, fallback=fallback))
+    except ImportError:  # older torch
+        hint = getattr(n.node, "hint", None)
+        return int(hint) if hint is not None else fallback
+
+
 # ----------------------------------------------------------------------------------------------------------- helpers
 @triton.jit
 def _round(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import tuner
+from ..kernels import attention as attn_kernels
+from ..kernels import attention_decode as attn_decode_kernels
 from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels import rope as rope_kernels
@@ -149,6 +152,67 @@ def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rs
                                          rotary_dim, interleaved, seq_dim, together, weight_offset=weight_offset)
 
 
+def _attention_reason(q, k, v, mask, q_pos, sinks):
+    reason = _device_reason(q)
+    if reason:
+        return reason
+    if q.dtype not in FLOAT_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        return f"q/k/v dtypes {q.dtype}/{k.dtype}/{v.dtype} are not one of fp16/bf16/fp32"
+    if any(t.stride(-1) != 1 for t in (q, k, v)):
+        return "q, k or v is strided in the head dim"
+    if q.shape[-1] > 256 or v.shape[-1] != q.shape[-1]:
+        return f"head dims {q.shape[-1]}/{v.shape[-1]}: the kernels take equal head dims up to 256"
+    if mask is not None and (mask.dim() > 4 or not (mask.dtype == torch.bool or mask.dtype.is_floating_point)):
+        return f"mask {mask.dtype} {tuple(mask.shape)} is not a bool / float tensor of at most 4 dims"
+    if q_pos is not None and q_pos.dtype.is_floating_point:
+        return "q_pos is not an integer tensor"
+    return None
+
+
+def _supports_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
+    return _attention_reason(q, k, v, mask, q_pos, sinks)
+
+
+def _supports_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
+    return _attention_reason(q, k, v, mask, q_pos, sinks) or _elementwise_reason(grad_out, out)
+
+
+DECODE_MAX_QUERIES = 16  # up to this many query rows the heuristic takes split-KV (Flash-Decoding) over the keys
+TUNE_MAX_QUERIES = 64  # up to this many the tuner also times split-KV (more rows re-read K/V per row chunk)
+
+
+def _attention_kernels(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
+    args = (q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
+    kernels = {"flash": lambda: attn_kernels.attention_fwd(*args)}
+    if isinstance(q.shape[2], int) and q.shape[2] <= TUNE_MAX_QUERIES:
+        kernels["split_kv"] = lambda: attn_decode_kernels.attention_decode(*args)
+    return kernels
+
+
+def _static(*tensors) -> bool:
+    return all(isinstance(s, int) for t in tensors if t is not None for s in t.shape)
+
+
+def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
+    sq = q.shape[2]
+    choice = "split_kv" if isinstance(sq, int) and sq <= DECODE_MAX_QUERIES else "flash"
+    if tuner.enabled() and _static(q, k, v, mask, q_pos, sinks):
+        key = tuner.bucket(*q.shape, k.shape[1], k.shape[2], q.dtype, mask is not None, causal, window > 0,
+                           softcap > 0, sinks is not None)
+        with tuner.real_tensors():  # time both kernels on fresh inputs (q, k, v may be fake while Inductor traces)
+            fresh = [tuner.like(t) for t in (q, k, v, mask)]
+            positions = None if q_pos is None else torch.arange(k.shape[2] - sq, k.shape[2], device=q.device)
+            candidates = _attention_kernels(*fresh, positions, scale, causal, window, softcap, tuner.like(sinks))
+            choice = tuner.choose("attention", key, candidates, choice, q.device.type)
+    return _attention_kernels(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)[choice]()
+
+
+def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
+    dq, dk, dv, dsinks = attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal, window, softcap,
+                                                    q_pos, mask, sinks)
+    return dq, dk, dv, (dsinks if dsinks is not None else q.new_empty((0,)))
+
+
 def _traceable(*args) -> bool:
     """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
     a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
@@ -170,4 +234,6 @@ TABLE = {
     "rope_backward": Impl(rope_backward, _supports_rope_backward, _traceable),
     "qk_norm_rope": Impl(qk_norm_rope, _supports_qk_norm_rope, _traceable),
     "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
+    "attention": Impl(attention, _supports_attention, _traceable),
+    "attention_backward": Impl(attention_backward, _supports_attention_backward, _traceable),
 }
