@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx import GraphModule, Node
 
+from ..tuner import real_tensors
 from . import register_pattern, symbolic_scalar
 
 log = logging.getLogger("mojo_compile")
@@ -202,9 +203,6 @@ class MaskStructure:
     causal: bool
     window: int = 0
 
-    def describe(self) -> str:
-        return "causal" + (f", sliding window {self.window}" if self.window else "") if self.causal else "none"
-
 
 def _ancestors(node: Node) -> Optional[list[Node]]:
     """The nodes the mask is computed from, in graph order; None if any is a runtime input or has symbolic sizes."""
@@ -243,7 +241,7 @@ def evaluate_constant(gm: GraphModule, node: Node) -> Optional[torch.Tensor]:
         env[n] = graph.node_copy(n, lambda x: env[x])
     graph.output(env[node])
     try:
-        with torch.no_grad():
+        with real_tensors():  # whatever mode the compiler is in, this runs for real (small: index arithmetic)
             return GraphModule(gm, graph)()
     except Exception as e:  # a subgraph we cannot run at compile time stays a tensor
         log.debug("mojo attention: mask subgraph not evaluable: %s", e)
