@@ -151,6 +151,8 @@ CASES = {
     "additive-padding-causal-sinks-gqa2-d64-bf16": (2, 4, 2, 7, 7, 64, BF16, "bshd",
                                                     dict(mask=mask_padding, causal=True, window=4, sinks=FP32)),
     "plain-mha-d64-fp32": (1, 2, 2, 7, 7, 64, FP32, "bhsd", dict()),
+    "causal-gqa8-d128-bf16": (1, 8, 1, 19, 19, 128, BF16, "bshd", dict(causal=True)),  # Qwen3-8B's ratio and head dim
+    "window-gqa8-d128-fp32": (1, 8, 1, 13, 21, 128, FP32, "bhsd", dict(causal=True, window=5)),
     "causal-gqa2-d80-fp16": (1, 4, 2, 33, 40, 80, FP16, "bshd", dict(causal=True)),
 }
 

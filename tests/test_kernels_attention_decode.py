@@ -253,6 +253,12 @@ def test_row_chunks():
     run_case(1, 16, 1, 16, 64, 64, BF16, 2, qpos="fill", sinks=True, window=30)
 
 
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+def test_qwen3_8b_heads(dtype):
+    """Qwen3-8B's group of 8 q heads per kv head at head dim 128, one query over a 300-key static cache."""
+    run_case(1, 16, 2, 1, 300, 128, dtype, None, window=0)
+
+
 def test_fp16_and_odd_heads():
     """fp16, 6 q heads over 3 kv heads (2 x Sq 3 = 6 rows padded to 16), head dim 96."""
     run_case(2, 6, 3, 3, 50, 96, FP16, 3, mask="add", softcap=10.0)
