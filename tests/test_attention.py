@@ -226,3 +226,38 @@ def test_gpt_oss_sinks():
     torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-5)  # fp32: summation order only
     for name, g in grads.items():
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("family,attn", [("llama", "eager"), ("mistral", "sdpa")])
+def test_dynamic_sequence_length_proves_the_mask_symbolically(family, attn):
+    """With a symbolic sequence length the mask is no constant: its subgraph is evaluated as a formula of the
+    indices (mask_algebra) and proven causal / sliding-window for every length. Two lengths, one graph."""
+    model = build(family, attn, torch.float32)
+    compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})
+    with torch.no_grad():
+        for length in (9, 14):
+            ids = torch.randint(3, 256, (2, length), device=DEVICE)
+            torch._dynamo.mark_dynamic(ids, 1)
+            out = compiled(input_ids=ids, use_cache=False).logits
+            ref = model(input_ids=ids, use_cache=False).logits
+            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    report = mojo_compile.last_report()
+    assert len(report.graphs) == 1
+    expected = "causal, window 5" if family == "mistral" else "causal"
+    assert [s.detail for s in report.sites if s.op == "mojo.attention"] == \
+        [f"mask: {expected} (proven from the mask subgraph)"] * 2
+
+
+def test_a_look_ahead_mask_is_not_proven_causal():
+    """`j <= i + 1` over symbolic sizes: index arithmetic, but not causal -- the tensor stays."""
+    def attend(q, k, v):
+        n = q.shape[2]
+        allowed = torch.arange(n, device=q.device)[None, :] <= torch.arange(n, device=q.device)[:, None] + 1
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed[None, None])
+
+    q, k, v = (torch.randn(1, 2, 7, 8, device=DEVICE) for _ in range(3))
+    for t in (q, k, v):
+        torch._dynamo.mark_dynamic(t, 2)
+    out = torch.compile(attend, backend="mojo", options={"inner_compiler": "eager"})(q, k, v)
+    assert [s.detail for s in mojo_compile.last_report().sites] == ["mask: tensor"]
+    torch.testing.assert_close(out, attend(q, k, v), rtol=1e-5, atol=1e-5)

@@ -11,11 +11,13 @@
 Every spelling reads k and v before repeat_kv: the op reads each kv head once for its group of q heads.
 
 The mask is an input of the pattern. After the rewrite, `analyse_masks` looks at each op's mask subgraph: where
-it depends on no runtime input (the masks HF builds from aranges for a prefill) and the sizes are static, the mask is
-a constant of the compiled graph; it is evaluated once and, if it is exactly causal (bottom-right aligned) or causal
-with a sliding window, the op gets that structure and the tensor is dropped -- proven, not assumed. Anything else
-(padding from the user's attention_mask, a StaticCache decode mask built from cache_position, symbolic sizes) keeps
-the tensor. Not covered here: Falcon's handwritten eager path (A5), other sink spellings (flint, granite_swa).
+it depends on no runtime input (the masks HF builds from aranges for a prefill), it is a function of the sizes
+alone. Static sizes: it is a constant of the compiled graph, evaluated once and compared. Symbolic sizes: it is
+evaluated as a formula of its indices (mask_algebra.py) and the formula compared. If it is exactly causal
+(bottom-right aligned) or causal with a sliding window, the op gets that structure and the tensor is dropped --
+proven, not assumed. Anything else (padding from the user's attention_mask, a StaticCache decode mask built from
+cache_position) keeps the tensor. Not covered here: Falcon's handwritten eager path (A5), other sink spellings
+(flint, granite_swa).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from torch.fx import GraphModule, Node
 
 from ..tuner import real_tensors
-from . import register_pattern, symbolic_scalar
+from . import mask_algebra, register_pattern, symbolic_scalar
 
 log = logging.getLogger("mojo_compile")
 aten = torch.ops.aten
@@ -289,6 +291,30 @@ def _arguments(node: Node) -> dict:
     return values
 
 
+def _boolean_part(mask: Node) -> Optional[Node]:
+    """The bool tensor an additive mask is made of: `where(allowed, 0, finfo.min or -inf)` -> allowed."""
+    if mask.meta.get("val") is not None and mask.meta["val"].dtype == torch.bool:
+        return mask
+    if mask.target is aten.where.ScalarOther and len(mask.args) == 3:
+        cond, zero, other = mask.args
+        zero_ok = zero == 0 or (isinstance(zero, Node) and zero.target in (aten.zeros.default, aten.zeros_like.default))
+        if zero_ok and isinstance(other, (int, float)) and other <= -1e30:
+            return cond
+    return None
+
+
+def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
+    """Static sizes and no runtime input: run the subgraph once and compare. Symbolic sizes: evaluate it as a
+    formula of the indices (mask_algebra) and compare the formulas."""
+    if isinstance(sq, int) and isinstance(skv, int):
+        value = evaluate_constant(gm, mask)
+        return classify(value, sq, skv) if value is not None else None
+    allowed = _boolean_part(mask)
+    formula = mask_algebra.evaluate(allowed) if allowed is not None else None
+    found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
+    return MaskStructure(*found) if found is not None else None
+
+
 def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
     """Give each mojo.attention node whose mask is proven causal / sliding-window that structure instead of the
     tensor. Returns node -> structure, for the report."""
@@ -299,12 +325,11 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
         args = _arguments(node)
         mask, q, k = args["mask"], args["q"].meta.get("val"), args["k"].meta.get("val")
         if not isinstance(mask, Node) or args["q_pos"] is not None or args["causal"] or args["window"] \
-                or q is None or k is None or not isinstance(q.shape[2], int) or not isinstance(k.shape[2], int):
+                or q is None or k is None:
             continue
-        key = (mask, q.shape[2], k.shape[2])
+        key = (mask, str(q.shape[2]), str(k.shape[2]))
         if key not in cache:
-            value = evaluate_constant(gm, mask)
-            cache[key] = classify(value, q.shape[2], k.shape[2]) if value is not None else None
+            cache[key] = _prove(gm, mask, q.shape[2], k.shape[2])
         structure = cache[key]
         if structure is None:
             continue

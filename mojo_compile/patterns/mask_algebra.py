@@ -1,0 +1,254 @@
+"""Symbolic evaluation of an attention mask's subgraph, for masks whose sizes are symbolic (dynamic shapes).
+
+Each tensor of the subgraph is represented as a formula of its own indices: a sympy expression in the index
+symbols X0, X1, ... (one per dim) with a shape. `arange(n)` is X0; `unsqueeze`, `expand`, `slice` move or offset the
+index symbols; arithmetic and comparisons build expressions; `index` substitutes the index tensors' formulas into the
+indexed tensor's; `diff` and `cumsum` are evaluated where the result is a closed form (what HF's packed-sequence check
+does to position ids that are an arange: every difference is 1, so every sequence id is 0). Anything else -- a
+runtime tensor, an op not listed -- gives up (None). The result is the mask's value at [b, h, i, j] as a formula:
+exact for every size, which is what a symbolic-size graph needs. Used by patterns/attention.py.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Optional
+
+import sympy
+import torch
+from torch.fx import Node
+
+aten = torch.ops.aten
+INT64_MAX = 9223372036854775807
+
+
+def X(k: int) -> sympy.Symbol:
+    return sympy.Symbol(f"X{k}", integer=True, nonnegative=True)
+
+
+@dataclass
+class Formula:
+    expr: sympy.Basic  # the value at index (X0, X1, ...)
+    shape: list  # sympy sizes; 1 where broadcast
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+def _size(value) -> sympy.Basic:
+    if isinstance(value, torch.SymInt):
+        return value.node.expr
+    return sympy.Integer(int(value))
+
+
+def _shift(f: Formula, by: int, at: int = 0) -> sympy.Basic:
+    """f's expression with index symbols X_k (k >= at) renamed X_{k+by}."""
+    return f.expr.xreplace({X(k): X(k + by) for k in range(at, f.rank)}) if by else f.expr
+
+
+def _broadcast(*fs: Formula) -> tuple[list, list]:
+    """Right-aligned broadcast: each formula's expression over the result's index symbols, and the result shape."""
+    rank = max(f.rank for f in fs)
+    exprs = [_shift(f, rank - f.rank) for f in fs]
+    shape = []
+    for d in range(rank):
+        sizes = [f.shape[d - (rank - f.rank)] for f in fs if d - (rank - f.rank) >= 0]
+        non_one = [s for s in sizes if s != 1]
+        shape.append(non_one[0] if non_one else sympy.Integer(1))
+    return exprs, shape
+
+
+def _scalar(value) -> Formula:
+    return Formula(sympy.sympify(value), [])
+
+
+def _binary(fn):
+    def rule(node, a, b):
+        exprs, shape = _broadcast(a, b)
+        return Formula(fn(*exprs), shape)
+    return rule
+
+
+def _arange(node, *args):
+    if len(args) != 1 or node.kwargs.get("dtype") not in (None, torch.int64):
+        return None
+    return Formula(X(0), [_size(args[0])])
+
+
+def _unsqueeze(node, x, dim):
+    dim = dim % (x.rank + 1)
+    return Formula(_shift(x, 1, dim), x.shape[:dim] + [sympy.Integer(1)] + x.shape[dim:])
+
+
+def _expand(node, x, sizes):
+    rank = len(sizes)
+    shifted = Formula(_shift(x, rank - x.rank), [sympy.Integer(1)] * (rank - x.rank) + x.shape)
+    shape = [shifted.shape[d] if s == -1 else _size(s) for d, s in enumerate(sizes)]
+    return Formula(shifted.expr, shape)
+
+
+def _slice(node, x, dim=0, start=None, end=None, step=1):
+    dim = dim % x.rank
+    start = start or 0
+    if step != 1 or not isinstance(start, int) or start < 0:
+        return None
+    size = x.shape[dim]
+    if end is None or end == INT64_MAX:
+        new = size - start
+    elif isinstance(end, int) and end >= 0:
+        new = sympy.Min(size, end) - start
+    else:
+        return None
+    return Formula(x.expr.xreplace({X(dim): X(dim) + start}), x.shape[:dim] + [new] + x.shape[dim + 1:])
+
+
+def _index(node, x, indices):
+    if len(indices) != x.rank or any(i is None for i in indices):
+        return None
+    exprs, shape = _broadcast(*indices)
+    return Formula(x.expr.xreplace({X(k): e for k, e in enumerate(exprs)}), shape)
+
+
+def _diff(node, x, n=1, dim=-1, prepend=None, append=None):
+    """diff along `dim` with a one-element prepend: x[k] - x[k - 1] for k >= 1, x[0] - prepend for k = 0."""
+    dim = dim % x.rank
+    if n != 1 or append is not None or prepend is None or x.shape[dim] == 0:
+        return None
+    k = X(dim)
+    first = x.expr.xreplace({k: 0}) - prepend.expr.xreplace({k: 0})
+    rest = x.expr - x.expr.xreplace({k: k - 1})
+    value = sympy.simplify(sympy.Piecewise((first, sympy.Eq(k, 0)), (rest, True)))
+    return Formula(value, x.shape)  # the prepend adds the element diff takes away
+
+
+def _cumsum(node, x, dim, dtype=None):
+    dim = dim % x.rank
+    value = x.expr
+    if value.has(X(dim)):
+        return None
+    if value in (sympy.true, sympy.false):
+        value = sympy.Integer(1 if value == sympy.true else 0)
+    return Formula(value * (X(dim) + 1), x.shape)
+
+
+def _ones_like(value):
+    def rule(node, x, *args):
+        return Formula(sympy.true if node.kwargs.get("dtype") == torch.bool else sympy.Integer(value), [])
+    return rule
+
+
+def _identity(node, x, *args):
+    return x
+
+
+RULES = {
+    aten.arange.default: _arange,
+    aten.unsqueeze.default: _unsqueeze,
+    aten.expand.default: _expand,
+    aten.slice.Tensor: _slice,
+    aten.index.Tensor: _index,
+    aten.diff.default: _diff,
+    aten.cumsum.default: _cumsum,
+    aten.new_ones.default: _ones_like(1),
+    aten.sub.Tensor: _binary(operator.sub),
+    aten.add.Tensor: _binary(operator.add),
+    aten.le.Tensor: _binary(sympy.Le), aten.lt.Tensor: _binary(sympy.Lt),
+    aten.ge.Tensor: _binary(sympy.Ge), aten.gt.Tensor: _binary(sympy.Gt),
+    aten.eq.Tensor: _binary(sympy.Eq), aten.ne.Tensor: _binary(sympy.Ne),
+    aten.ne.Scalar: _binary(sympy.Ne), aten.eq.Scalar: _binary(sympy.Eq),
+    aten.le.Scalar: _binary(sympy.Le), aten.gt.Scalar: _binary(sympy.Gt),
+    aten.__and__.Tensor: _binary(sympy.And), aten.__or__.Tensor: _binary(sympy.Or),
+    aten.bitwise_and.Tensor: _binary(sympy.And), aten.bitwise_or.Tensor: _binary(sympy.Or),
+}
+
+
+def evaluate(mask: Node) -> Optional[Formula]:
+    """The mask's formula, or None where any part of its subgraph is not index arithmetic over sizes."""
+    env: dict = {}
+
+    def visit(node: Node) -> Optional[Formula]:
+        if node in env:
+            return env[node]
+        if node.op == "placeholder":
+            return None  # a runtime tensor (a SymInt placeholder is read through its users' meta, not here)
+        if node.op != "call_function":
+            return None
+        rule = RULES.get(node.target)
+        if rule is None:
+            return None
+        for a in node.all_input_nodes:
+            if a.op == "placeholder" and isinstance(a.meta.get("val"), torch.SymInt):
+                continue  # a size: arange(s0) reads it from the node's meta below
+            if visit(a) is None:
+                return None
+        args = []
+        for a in node.args:
+            if isinstance(a, Node) and a.op == "placeholder" and isinstance(a.meta.get("val"), torch.SymInt):
+                args.append(a.meta["val"])
+            elif isinstance(a, Node):
+                args.append(env[a])
+            elif isinstance(a, (list, tuple)):
+                items = []
+                for v in a:
+                    if isinstance(v, Node) and isinstance(v.meta.get("val"), torch.SymInt):
+                        items.append(v.meta["val"])
+                    elif isinstance(v, Node):
+                        items.append(env[v])
+                    else:
+                        items.append(v)
+                args.append(items)
+            elif isinstance(a, (bool, int, float)) and node.target not in (aten.arange.default, aten.unsqueeze.default,
+                                                                          aten.expand.default, aten.slice.Tensor,
+                                                                          aten.diff.default, aten.cumsum.default):
+                args.append(_scalar(a))
+            else:
+                args.append(a)
+        try:
+            result = rule(node, *args)
+        except (TypeError, ValueError, AttributeError):
+            result = None
+        env[node] = result
+        return result
+
+    return visit(mask)
+
+
+def _canonical(expr):
+    return expr.replace(lambda e: e.is_Relational, lambda e: e.canonical)
+
+
+def equivalent(expr, target) -> bool:
+    """Whether two boolean formulas of the index symbols agree everywhere (relations as canonical atoms)."""
+    expr, target = _canonical(sympy.simplify(expr)), _canonical(target)
+    return sympy.simplify_logic(sympy.Xor(expr, target)) == sympy.false
+
+
+def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int]]:
+    """(causal, window) if the 4-D mask formula [B, H, Sq, Skv] is exactly no mask / causal / causal + sliding window
+    for every size, with Sq and Skv the same size (bottom-right = top-left); else None."""
+    if formula.rank != 4 or formula.expr.has(X(0)) or formula.expr.has(X(1)):
+        return None
+    if any(sympy.simplify(_size(n) - m) != 0 for n, m in ((sq, skv), (sq, formula.shape[2]), (skv, formula.shape[3]))):
+        return None
+    expr = formula.expr
+    if expr == sympy.true:
+        return False, 0
+    i, j = X(2), X(3)
+    if equivalent(expr, sympy.Le(j, i)):
+        return True, 0
+    for w in _window_candidates(expr, i, j):
+        if equivalent(expr, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i))):
+            return True, w
+    return None
+
+
+def _window_candidates(expr, i, j) -> list[int]:
+    """Integers w for which `j > i - w` could be one of the formula's relations."""
+    out = []
+    for atom in expr.atoms(sympy.Rel):
+        diff = sympy.expand(atom.lhs - atom.rhs)
+        rest = diff - diff.coeff(i) * i - diff.coeff(j) * j
+        if rest.is_Integer and abs(diff.coeff(i)) == 1 and abs(diff.coeff(j)) == 1:
+            out += [int(abs(rest)), int(abs(rest)) + 1]
+    return sorted({w for w in out if w > 0})
