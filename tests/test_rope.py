@@ -223,3 +223,10 @@ def test_bad_arguments_are_clear_errors():
         mojo.rope(q, k, cos, cos, 10, False, 2, False, "torch")
     with pytest.raises(ValueError, match="cos/sin have 8 columns"):
         mojo.rope(q, k, cos, cos, 4, False, 2, False, "torch")
+
+
+def test_cos_that_needs_a_gradient_is_refused():
+    q, k = torch.randn(1, 2, 3, 8, requires_grad=True), torch.randn(1, 2, 3, 8)
+    cos = torch.randn(1, 3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match="cos and sin take no gradient"):
+        mojo.rope(q, k, cos, cos.detach(), 8, False, 2, False, "torch")

@@ -70,6 +70,8 @@ def _(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, 
 
 def _setup(ctx, inputs, output):
     q, k, v, mask, q_pos, scale, causal, window, softcap, sinks, target = inputs
+    if mask is not None and mask.requires_grad:  # the backward gives the mask none: refuse a silent zero
+        raise RuntimeError("mojo attention: the mask takes no gradient here; detach it, or leave this site unfused")
     ctx.save_for_backward(q, k, v, output[0], output[1], mask, q_pos, sinks)
     ctx.params = (scale, causal, window, softcap, target)
 

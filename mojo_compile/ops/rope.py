@@ -65,8 +65,16 @@ def _(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q
     return grad_q.new_empty(grad_q.shape, dtype=q_dtype), grad_k.new_empty(grad_k.shape, dtype=k_dtype)
 
 
+def _no_grad_for(name: str, *tensors) -> None:
+    """The op's backward gives these inputs no gradient: refuse rather than return a silently wrong zero."""
+    if any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(f"mojo {name}: cos and sin take no gradient here (HF computes them from buffers); "
+                           "detach them, or leave this site unfused")
+
+
 def _rope_setup(ctx, inputs, output):
     q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, target = inputs
+    _no_grad_for("rope", cos, sin)
     ctx.save_for_backward(cos, sin)
     ctx.params = (rotary_dim, interleaved, seq_dim, rotate_last, q.dtype, k.dtype, target)
 
@@ -141,6 +149,7 @@ def _(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, c
 def _qk_setup(ctx, inputs, output):
     (q, k, q_weight, k_weight, _eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim, together,
      target) = inputs
+    _no_grad_for("qk_norm_rope", cos, sin)
     ctx.save_for_backward(q, k, q_weight, k_weight, output[2], output[3], cos, sin)
     ctx.params = (weight_offset, cast, rotary_dim, interleaved, seq_dim, together, target)
 
