@@ -127,16 +127,10 @@ def real_tensors():
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     from torch.utils._python_dispatch import _disable_current_modes
 
-    with unset_fake_temporarily(), _disable_current_modes(), torch.no_grad(), _launch_directly():
+    from .lowering import launch_directly
+
+    with unset_fake_temporarily(), _disable_current_modes(), torch.no_grad(), launch_directly():
         yield
-
-
-def _launch_directly():
-    try:
-        from torch._library.triton import set_wrap_triton_enabled
-        return set_wrap_triton_enabled(False)
-    except ImportError:  # pragma: no cover
-        return contextlib.nullcontext()
 
 
 def like(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:

@@ -261,3 +261,9 @@ def test_a_look_ahead_mask_is_not_proven_causal():
     out = torch.compile(attend, backend="mojo", options={"inner_compiler": "eager"})(q, k, v)
     assert [s.detail for s in mojo_compile.last_report().sites] == ["mask: tensor"]
     torch.testing.assert_close(out, attend(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+def test_a_mask_that_does_not_broadcast_is_an_error():
+    q, k = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        mojo.attention(q, k, k, torch.ones(1, 1, 4, 5, dtype=torch.bool), None, 0.5, False, 0, 0.0, None, "torch")

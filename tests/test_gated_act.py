@@ -99,8 +99,9 @@ def test_non_gated_and_broadcast_products_stay():
     assert torch.equal(y, model(x, scale))
 
 
-def test_odd_fused_width_stays():
-    """chunk(2) of an odd width gives unequal halves: not a gated activation the op computes."""
+def test_odd_fused_width_with_a_slice_stays():
+    """chunk(2) of an odd width gives unequal halves, which only multiply after a slice: the activation no longer
+    feeds the product directly, so neither gated form matches."""
     def odd(gu):
         gate, up = gu.chunk(2, dim=-1)
         return F.silu(gate)[..., :-1] * up
@@ -108,7 +109,7 @@ def test_odd_fused_width_stays():
     gu = torch.randn(3, 9, device=DEVICE)
     y = torch.compile(odd, backend="mojo", options={"inner_compiler": "eager"})(gu)
     assert torch.equal(y, odd(gu))
-    assert all(s.op != "mojo.gated_act_fused" for s in mojo_compile.last_report().sites)
+    assert mojo_compile.last_report().sites == []
 
 
 @pytest.mark.parametrize("target", TARGETS)

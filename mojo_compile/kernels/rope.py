@@ -394,18 +394,25 @@ def _norm_dtype(x, weight, cast):
     return torch.promote_types(weight.dtype, x.dtype) if cast == "normed" else x.dtype
 
 
+def _qk_norm_layout(q, k, q_weight, k_weight, cast, cos, sin, rotary_dim, seq_dim, together):
+    """The checked [B, S, H, D] views of q and k and the [B, S, R] views of cos / sin, shared by both launchers."""
+    q4, k4 = _bshd(q, seq_dim), _bshd(k, seq_dim)
+    _check_rotary(q4.shape[3], rotary_dim)
+    _norm_checks(q4, q_weight, together, cast)
+    _norm_checks(k4, k_weight, together, cast)
+    c3, s3 = _cos_sin(cos, sin, q4.shape[0], q4.shape[1], rotary_dim)
+    return q4, k4, c3, s3
+
+
 def qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, interleaved, seq_dim,
                      norm_heads_together=False, rotate_last=False, weight_offset=0.0, out_dtype=None, config=None):
     """RMSNorm of every head of q and k over D (or over the token's H*D when norm_heads_together, OLMo2), then RoPE,
     in one kernel. Returns (q_out, k_out, q_rstd, k_rstd): outputs shaped like q/k, of dtype promote(norm dtype, cos)
     or out_dtype (as in rope_fwd), rstd fp32 [B, S, H] ([B, S] when together)."""
-    q4, k4 = _bshd(q, seq_dim), _bshd(k, seq_dim)
+    q4, k4, c3, s3 = _qk_norm_layout(q, k, q_weight, k_weight, cast, cos, sin, rotary_dim, seq_dim,
+                                     norm_heads_together)
     batch, seq, hq, d = q4.shape
     hk = k4.shape[2]
-    _check_rotary(d, rotary_dim)
-    _norm_checks(q4, q_weight, norm_heads_together, cast)
-    _norm_checks(k4, k_weight, norm_heads_together, cast)
-    c3, s3 = _cos_sin(cos, sin, batch, seq, rotary_dim)
     nq, nk = _norm_dtype(q, q_weight, cast), _norm_dtype(k, k_weight, cast)
     (q_dtype, q_fp32), (k_dtype, k_fp32) = _out_dtype(nq, cos.dtype, out_dtype), _out_dtype(nk, cos.dtype, out_dtype)
     q_out = torch.empty(q.shape, dtype=q_dtype, device=q.device)
@@ -434,14 +441,11 @@ def qk_norm_rope_bwd(grad_q_out, grad_k_out, q, k, q_weight, k_weight, q_rstd, k
     """Gradients of qk_norm_rope_fwd: (grad_q, grad_k, grad_q_weight, grad_k_weight), one fused launch. grad_q/k
     have q/k's dtype, the weight grads their weights'. `config` = (BLOCK_T, BLOCK_H, num_warps, token blocks
     per program)."""
-    q4, k4 = _bshd(q, seq_dim), _bshd(k, seq_dim)
+    q4, k4, c3, s3 = _qk_norm_layout(q, k, q_weight, k_weight, cast, cos, sin, rotary_dim, seq_dim,
+                                     norm_heads_together)
     gq4, gk4 = _bshd(grad_q_out, seq_dim), _bshd(grad_k_out, seq_dim)
     batch, seq, hq, d = q4.shape
     hk = k4.shape[2]
-    _check_rotary(d, rotary_dim)
-    _norm_checks(q4, q_weight, norm_heads_together, cast)
-    _norm_checks(k4, k_weight, norm_heads_together, cast)
-    c3, s3 = _cos_sin(cos, sin, batch, seq, rotary_dim)
     grad_q = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     grad_k = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dq4, dk4 = _bshd(grad_q, seq_dim), _bshd(grad_k, seq_dim)

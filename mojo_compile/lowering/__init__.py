@@ -104,7 +104,7 @@ def log_fallback_once(op: str, target: str, reason: str) -> None:
 
 
 
-def _launch_directly():
+def launch_directly():
     """Real tensors go straight to the Triton launcher, not through wrap_triton's tracing wrapper (like triton_op)."""
     try:
         from torch._library.triton import set_wrap_triton_enabled
@@ -119,7 +119,7 @@ def call(op: str, target: str, *args):
     if target != "torch":
         reason = _reason_not(op, target, args)
         if reason is None:
-            with _launch_directly():
+            with launch_directly():
                 return _TABLES[target][op].fn(*args)
         log_fallback_once(op, target, reason)
     return reference.TABLE[op].fn(*args)

@@ -266,18 +266,6 @@ def _traceable(*args) -> bool:
     return True
 
 
-TABLE = {
-    "rms_norm": Impl(rms_norm, traceable=_traceable),
-    "add_rms_norm": Impl(add_rms_norm, traceable=_traceable),
-    "rms_norm_backward": Impl(rms_norm_backward, traceable=_traceable),
-    "gated_act": Impl(gated_act, traceable=_traceable),
-    "gated_act_fused": Impl(gated_act_fused, traceable=_traceable),
-    "gated_act_backward": Impl(gated_act_backward, traceable=_traceable),
-    "gated_act_fused_backward": Impl(gated_act_fused_backward, traceable=_traceable),
-    "rope": Impl(rope, traceable=_traceable),
-    "rope_backward": Impl(rope_backward, traceable=_traceable),
-    "qk_norm_rope": Impl(qk_norm_rope, traceable=_traceable),
-    "qk_norm_rope_backward": Impl(qk_norm_rope_backward, traceable=_traceable),
-    "attention": Impl(attention, traceable=_traceable),
-    "attention_backward": Impl(attention_backward, traceable=_traceable),
-}
+TABLE = {fn.__name__: Impl(fn, traceable=_traceable) for fn in (
+    rms_norm, add_rms_norm, rms_norm_backward, gated_act, gated_act_fused, gated_act_backward, gated_act_fused_backward,
+    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward)}

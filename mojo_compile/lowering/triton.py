@@ -104,6 +104,8 @@ def _rope_reason(q, k, cos, sin, *weights):
     reason = _elementwise_reason(q, k) or _elementwise_reason(cos, sin)
     if reason:
         return reason
+    if q.dtype != k.dtype:
+        return f"q {q.dtype} and k {k.dtype} differ in dtype"
     if cos.dtype != sin.dtype or cos.shape != sin.shape or cos.dim() not in (2, 3):
         return f"cos/sin {tuple(cos.shape)} {cos.dtype} are not [B or 1, S, R] or [S, R] of one dtype"
     for w in weights:
@@ -164,8 +166,10 @@ def _attention_reason(q, k, v, mask, q_pos, sinks):
         return f"head dims {q.shape[-1]}/{v.shape[-1]}: the kernels take equal head dims up to 256"
     if mask is not None and (mask.dim() > 4 or not (mask.dtype == torch.bool or mask.dtype.is_floating_point)):
         return f"mask {mask.dtype} {tuple(mask.shape)} is not a bool / float tensor of at most 4 dims"
-    if q_pos is not None and q_pos.dtype.is_floating_point:
-        return "q_pos is not an integer tensor"
+    if q_pos is not None and (q_pos.dtype.is_floating_point or q_pos.dim() != 1 or q_pos.shape[0] != q.shape[2]):
+        return f"q_pos {q_pos.dtype} {tuple(q_pos.shape)} is not one integer position per query row"
+    if q.shape[0] > 65535 or k.shape[1] > 65535:
+        return "batch or kv heads beyond the kernels' grid limit (65535)"
     return None
 
 

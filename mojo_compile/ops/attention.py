@@ -32,8 +32,10 @@ def _check(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], target: str)
             or q.shape[1] % k.shape[1]:
         raise ValueError(f"mojo attention: q {tuple(q.shape)} and k/v {tuple(k.shape)}/{tuple(v.shape)} do not "
                          f"form a (grouped-query) attention")
-    if mask is not None and mask.dim() > 4:
-        raise ValueError(f"mojo attention: mask must broadcast to [B, Hq, Sq, Skv], got {tuple(mask.shape)}")
+    full = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if mask is not None and (mask.dim() > 4 or any(m not in (1, f) for m, f in zip(reversed(mask.shape),
+                                                                                   reversed(full)))):
+        raise ValueError(f"mojo attention: mask {tuple(mask.shape)} does not broadcast to [B, Hq, Sq, Skv] = {full}")
     lowering.check_target_name(target)
 
 

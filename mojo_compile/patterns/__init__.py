@@ -30,7 +30,7 @@ from ..canonicalize import canonicalize
 log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
-           "trace_pre_dispatch", "rewrite", "symbolic_scalar"]
+           "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature"]
 
 BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
 
@@ -260,6 +260,28 @@ def _inherit_module_stack(node: Node) -> None:
             node.meta.setdefault("nn_module_stack", user.meta["nn_module_stack"])
             node.meta.setdefault("stack_trace", user.meta.get("stack_trace"))
             return
+
+
+def match_value(match, name: str):
+    """The (fake) value a pattern parameter was bound to in `match`; None where it is absent or not a node."""
+    node = match.kwargs.get(name)
+    return node.meta.get("val") if isinstance(node, Node) else None
+
+
+def with_signature(fn: Callable, params: Sequence[str], defaults: Optional[dict] = None) -> Callable:
+    """`fn` with the named signature `params` (Inductor binds pattern inputs by name). fn either takes `*args` in that
+    order, or names its own parameters, which are filled by name from `params` (and `defaults` for the others)."""
+    own = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_POSITIONAL for p in own.values()):
+        def bound(*args):
+            return fn(*args)
+    else:
+        def bound(*args):
+            values = {**(defaults or {}), **dict(zip(params, args))}
+            return fn(*(values.get(n) for n in own))
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
+    return bound
 
 
 def symbolic_scalar(match, name: str) -> bool:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.fx import GraphModule, Node
 
 from ..tuner import real_tensors
-from . import mask_algebra, register_pattern, symbolic_scalar
+from . import mask_algebra, match_value, register_pattern, symbolic_scalar, with_signature
 
 log = logging.getLogger("mojo_compile")
 aten = torch.ops.aten
@@ -48,13 +48,8 @@ def repeat_kv(x, n_rep):
 
 
 # ------------------------------------------------------------------------------------------------------- checks
-def _val(match, name):
-    node = match.kwargs.get(name)
-    return node.meta.get("val") if hasattr(node, "meta") else None
-
-
 def _attention_check(match) -> bool:
-    q, k, v = (_val(match, n) for n in ("q", "k", "v"))
+    q, k, v = (match_value(match, n) for n in ("q", "k", "v"))
     if any(t is None for t in (q, k, v)) or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
     if not (q.dtype.is_floating_point and q.dtype == k.dtype == v.dtype):
@@ -65,7 +60,7 @@ def _attention_check(match) -> bool:
     if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap"):
         return False
     if "mask" in match.kwargs:
-        mask = _val(match, "mask")
+        mask = match_value(match, "mask")
         if mask is None or mask.dim() > 4 or mask.requires_grad:
             return False  # the op takes no gradient for the mask
         if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
@@ -74,7 +69,7 @@ def _attention_check(match) -> bool:
 
 
 def _sinks_check(match) -> bool:
-    sinks, q = _val(match, "sinks"), _val(match, "q")
+    sinks, q = match_value(match, "sinks"), match_value(match, "q")
     return _attention_check(match) and sinks is not None and sinks.dim() == 1 and sinks.shape[0] == q.shape[1]
 
 
@@ -100,7 +95,7 @@ def _sdpa_pattern(kv_form, has_mask, is_causal, has_scale):
         return mojo.attention(q, k, v, mask if has_mask else None, None, s, is_causal)[0]
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), *(["scale"] if has_scale else [])]
-    return _bind(search, params), _bind(replace, params)
+    return with_signature(search, params), with_signature(replace, params)
 
 
 def _eager_pattern(kv_form, has_mask, softcap, cast):
@@ -121,7 +116,7 @@ def _eager_pattern(kv_form, has_mask, softcap, cast):
                               softcap_value if softcap else 0.0)[0]
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), "scale", *(["softcap_value"] if softcap else [])]
-    return _bind(search, params), _bind(replace, params)
+    return with_signature(search, params), with_signature(replace, params)
 
 
 def _sinks_pattern(kv_form, has_mask):
@@ -141,21 +136,7 @@ def _sinks_pattern(kv_form, has_mask):
         return mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0, 0.0, sinks)[0]
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), "sinks", "scale"]
-    return _bind(search, params), _bind(replace, params)
-
-
-def _bind(fn, params):
-    """`fn(q, k, v, mask, scale, ...)` with the named signature `params` (Inductor binds pattern inputs by name)."""
-    import inspect
-
-    names = list(inspect.signature(fn).parameters)
-
-    def bound(*args):
-        values = dict(zip(params, args))
-        return fn(*(values.get(n) for n in names))
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
-    return bound
+    return with_signature(search, params), with_signature(replace, params)
 
 
 def _examples(kv_form, has_mask, dtypes, sinks=False):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import register_pattern
+from . import match_value, register_pattern
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -26,19 +26,14 @@ ACTIVATIONS = {
 TELL_TALES = ()  # an activation without a product is a non-gated MLP, not a missed site
 
 
-def _val(match, name):
-    node = match.kwargs.get(name)
-    return node.meta.get("val") if hasattr(node, "meta") else None
-
-
 def _same_float_operands(match) -> bool:
-    gate, up = _val(match, "gate"), _val(match, "up")
+    gate, up = match_value(match, "gate"), match_value(match, "up")
     return (gate is not None and up is not None and gate.dtype.is_floating_point and gate.dim() > 0
             and gate.shape == up.shape and gate.dtype == up.dtype)
 
 
 def _splittable(match) -> bool:
-    gate_up = _val(match, "gate_up")
+    gate_up = match_value(match, "gate_up")
     return (gate_up is not None and gate_up.dtype.is_floating_point and gate_up.dim() > 0
             and gate_up.shape[-1] % 2 == 0)
 

@@ -9,12 +9,10 @@ canonicalisation turns them into `.to(dtype)`, and `x * x` / `x.square()` into `
 """
 from __future__ import annotations
 
-import inspect
-
 import torch
 import torch.nn.functional as F
 
-from . import register_pattern, symbolic_scalar
+from . import match_value, register_pattern, symbolic_scalar, with_signature
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -94,24 +92,19 @@ RSTD_SPELLINGS = {"rsqrt": rstd_rsqrt, "pow": rstd_pow}
 
 
 # ------------------------------------------------------------------------------------------------------ checks
-def _val(match, name):
-    node = match.kwargs.get(name)
-    return node.meta.get("val") if node is not None and hasattr(node, "meta") else None
-
-
 def _norm_check(match) -> bool:
     """The op computes what the pattern did only for a float input, a captured eps and a per-column weight."""
-    x = _val(match, "x")
+    x = match_value(match, "x")
     if x is None or not x.dtype.is_floating_point or x.dim() == 0:
         return False
     if symbolic_scalar(match, "eps") or symbolic_scalar(match, "offset"):
         return False  # torch.compile(dynamic=True) turns float attributes into graph inputs: eps is not a constant
     if "weight" in match.kwargs:
-        w = _val(match, "weight")
+        w = match_value(match, "weight")
         if w is None or w.dim() != 1 or w.shape[0] != x.shape[-1] or not w.dtype.is_floating_point:
             return False
     if "residual" in match.kwargs:
-        r = _val(match, "residual")
+        r = match_value(match, "residual")
         if r is None or r.shape != x.shape or r.dtype != x.dtype:
             return False
     return True
@@ -128,13 +121,6 @@ def _examples(weighted: bool, residual: bool) -> list[tuple]:
         inputs = (x, torch.randn(2, 3, 8, dtype=x_dtype)) if residual else (x,)
         out.append(inputs + ((torch.randn(8, dtype=w_dtype),) if weighted else ()))
     return out
-
-
-def _with_params(fn, params):
-    """Give `fn(*args)` a named signature: Inductor binds pattern parameters by name."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    fn.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
-    return fn
 
 
 def _make(spelling, rstd, cast, weighted, offset, residual):
@@ -159,7 +145,7 @@ def _make(spelling, rstd, cast, weighted, offset, residual):
             return y, total
         return mojo.rms_norm(x, weight, eps, offset_value, cast)[0]
 
-    return _with_params(search, params), _with_params(replace, params)
+    return with_signature(search, params), with_signature(replace, params)
 
 
 def register_spellings(residual: bool) -> None:
@@ -184,7 +170,7 @@ def _f_rms_norm_eps(x, eps):
 
 def _f_rms_norm_weighted_check(match) -> bool:
     """As any norm, and the weight in x's dtype (F.rms_norm's own rule for a fused, non-promoting result)."""
-    return _norm_check(match) and _val(match, "weight").dtype == _val(match, "x").dtype
+    return _norm_check(match) and match_value(match, "weight").dtype == match_value(match, "x").dtype
 
 
 register_pattern(

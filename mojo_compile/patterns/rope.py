@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from . import register_pattern, symbolic_scalar
+from . import match_value, register_pattern, symbolic_scalar, with_signature
 
 mojo = torch.ops.mojo
 
@@ -38,11 +38,6 @@ def rotate_every_two(x, half=None):
     return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
 
 
-def _val(match, name):
-    node = match.kwargs.get(name)
-    return node.meta.get("val") if hasattr(node, "meta") else None
-
-
 def _int(match, name, default=None):
     value = match.kwargs.get(name, default)
     return value if isinstance(value, int) else None
@@ -50,7 +45,7 @@ def _int(match, name, default=None):
 
 def _rope_check(seq_dim, partial, interleaved):
     def check(match) -> bool:
-        q, k, cos, sin = (_val(match, n) for n in ("q", "k", "cos", "sin"))
+        q, k, cos, sin = (match_value(match, n) for n in ("q", "k", "cos", "sin"))
         if any(t is None for t in (q, k, cos, sin)) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
             return False
         if not (q.dtype.is_floating_point and k.dtype.is_floating_point and cos.dtype.is_floating_point):
@@ -91,22 +86,8 @@ def _rope_pattern(seq_dim, partial, interleaved):
 
     params = ["q", "k", "cos", "sin"] + (["rot"] if partial else []) + ([] if interleaved else ["half"])
     scalars = {"rot": ROT, "half": HALF}
-    bind = _binder(params, defaults={"rot": None, "half": None})
-    return (bind(search), bind(replace), {n: scalars[n] for n in params if n in scalars})
-
-
-def _binder(params, defaults):
-    """Give a function of all possible parameters the named signature of `params` (Inductor binds by name)."""
-    import inspect
-
-    def wrap(fn):
-        def bound(*args):
-            values = dict(defaults, **dict(zip(params, args)))
-            return fn(*(values[n] for n in inspect.signature(fn).parameters))
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
-        return bound
-    return wrap
+    return (with_signature(search, params), with_signature(replace, params),
+            {n: scalars[n] for n in params if n in scalars})
 
 
 def _rope_examples(seq_dim, partial):
@@ -130,7 +111,7 @@ for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
 
 # ------------------------------------------------------------------------------------------- qk-norm + RoPE (stage 2)
 def _qk_check(match) -> bool:
-    q, k, qw, kw = (_val(match, n) for n in ("q", "k", "q_weight", "k_weight"))
+    q, k, qw, kw = (match_value(match, n) for n in ("q", "k", "q_weight", "k_weight"))
     rot = match.kwargs.get("rot")
     if any(t is None for t in (q, k, qw, kw)) or not isinstance(rot, int) or symbolic_scalar(match, "eps") \
             or symbolic_scalar(match, "offset"):
@@ -175,8 +156,7 @@ def _qk_pattern(cast, layout, with_offset):
         return q_out.transpose(1, 2), k_out.transpose(1, 2)
 
     params = ["q", "k", "q_weight", "k_weight", "cos", "sin", "eps", *(["offset"] if with_offset else []), "rot"]
-    bind = _binder(params, {"offset": 0.0})
-    return bind(search), bind(replace)
+    return with_signature(search, params, {"offset": 0.0}), with_signature(replace, params, {"offset": 0.0})
 
 
 def _qk_examples(layout):
