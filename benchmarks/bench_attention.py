@@ -3,11 +3,12 @@ with mojo against Inductor.
 
     python benchmarks/bench_attention.py
 
-1. prefill B4 S4096 Hq32 Hkv8 D128, causal, bf16: forward and forward + backward of the Mojo op (ttx) against
-   SDPA with cuDNN / flash / efficient (k, v repeated for the backends without GQA), in ms and TFLOP/s (causal
-   FLOPs: 2 * 2 * B * Hq * S^2 * D / 2 forward, 2.5x that backward).
-2. HF eager attention (repeat_kv -> matmul -> scale -> + causal mask -> softmax fp32 -> matmul) as a function:
-   eager / Inductor / mojo (the pattern replaced by the op, its mask proven causal).
+1. prefill B4 S4096 Hq32 Hkv8 D128, causal, bf16: forward and forward + backward of the Mojo op (ttx: its default
+   choice, cuDNN here, and our Triton flash kernel forced) against SDPA with cuDNN / flash / efficient, in ms and
+   TFLOP/s (causal FLOPs: 2 * 2 * B * Hq * S^2 * D / 2 forward, 2.5x that backward).
+2. HF eager attention (causal mask built in the graph from aranges, as HF's mask functions do -> repeat_kv ->
+   matmul -> scale -> + mask -> softmax fp32 -> cast -> matmul) as a function: eager / Inductor / mojo (the
+   pattern replaced by the op, the mask proven causal and dropped).
 3. decode B64, one query against a 4096-key cache (StaticCache-style: positions given), Hq32 Hkv8 D128:
    the split-KV kernel against SDPA with enable_gqa, in us and TB/s of K/V read.
 Times: medians of triton.testing.do_bench (forward in CUDA graphs where the call is capturable).
@@ -34,7 +35,9 @@ def repeat_kv(x, n_rep):
     return x[:, :, None].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
 
 
-def hf_eager_attention(q, k, v, mask, scale):
+def hf_eager_attention(q, k, v, scale):
+    i = torch.arange(q.shape[2], device=q.device)
+    mask = torch.where(i[None, :] <= i[:, None], 0.0, torch.finfo(q.dtype).min).to(q.dtype)[None, None]
     k, v = repeat_kv(k, q.shape[1] // k.shape[1]), repeat_kv(v, q.shape[1] // k.shape[1])
     w = torch.matmul(q, k.transpose(2, 3)) * scale + mask
     w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
@@ -58,12 +61,18 @@ def prefill(rows):
     k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
     scale = D ** -0.5
     flops = 2 * 2 * B * HQ * S * S * D / 2
-    impls = {"mojo ttx": lambda q, k, v: mojo.attention(q, k, v, None, None, scale, True, 0, 0.0, None, "ttx")[0]}
+
+    def op(q, k, v):
+        return mojo.attention(q, k, v, None, None, scale, True, 0, 0.0, None, "ttx")[0]
+
+    impls = {"mojo ttx (default)": op, "mojo triton flash": op}  # the second under MOJO_DETERMINISTIC: our kernels
     for name in ("cudnn", "flash", "efficient"):
         impls[f"sdpa {name}"] = sdpa_backend(name)
     with torch.no_grad():  # fp32 reference (SDPA's memory-efficient fp32 kernel)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, enable_gqa=True)
     for name, fn in impls.items():
+        if name == "mojo triton flash":
+            os.environ["MOJO_DETERMINISTIC"] = "1"  # forward and backward
         try:
             out = fn(q, k, v)
             err = rel_err(out, ref)
@@ -74,24 +83,24 @@ def prefill(rows):
                          f"{train / 1e3:.3f}", f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"])
         except Exception as e:
             rows.append([f"prefill B{B} S{S} causal", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+        finally:
+            os.environ.pop("MOJO_DETERMINISTIC", None)
 
 
 def hf_graph(rows):
     torch.manual_seed(0)
     q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16)
     k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-    i = torch.arange(S, device="cuda")
-    mask = torch.where(i[None, :] <= i[:, None], 0.0, torch.finfo(torch.float32).min)[None, None]
     flops = 2 * 2 * B * HQ * S * S * D / 2
-    exact = hf_eager_attention(q.float(), k.float(), v.float(), mask, D ** -0.5)
+    exact = hf_eager_attention(q.float(), k.float(), v.float(), D ** -0.5)
     mojo_compile.reset_report()
     impls = {"eager": hf_eager_attention, "inductor": torch.compile(hf_eager_attention, dynamic=False),
              "mojo": torch.compile(hf_eager_attention, backend="mojo", dynamic=False)}
     for name, fn in impls.items():
         try:
             with torch.no_grad():
-                out = fn(q, k, v, mask, D ** -0.5)
-                t = bench(lambda: fn(q, k, v, mask, D ** -0.5), cudagraph=False)
+                out = fn(q, k, v, D ** -0.5)
+                t = bench(lambda: fn(q, k, v, D ** -0.5), cudagraph=False)
             rows.append(["HF eager attention graph", name, f"{t / 1e3:.3f}", f"{flops / t / 1e6:.0f}", "", "",
                          f"{rel_err(out, exact):.1e}"])
         except Exception as e:

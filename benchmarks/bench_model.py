@@ -36,7 +36,8 @@ def build(seed=0):
     config = Qwen3Config(vocab_size=32000, hidden_size=4096, intermediate_size=12288, num_hidden_layers=4,
                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=8192,
                          rms_norm_eps=1e-6, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    model = Qwen3ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16)
+    with torch.device("cuda"):  # initialised on the GPU: seconds, not a minute per model
+        model = Qwen3ForCausalLM(config).to(dtype=torch.bfloat16)
     model.set_attn_implementation("sdpa")
     return model
 
@@ -72,7 +73,9 @@ def variants(task):
                                     fused_linear_cross_entropy=task == "train", model=model)
         return model
 
-    return {"eager": eager, "inductor": inductor, "mojo": mojo, "liger": liger}  # Liger last: it patches HF globally
+    chosen = os.environ.get("BENCH_IMPLS", "eager,inductor,mojo,liger").split(",")
+    return {name: make for name, make in {"eager": eager, "inductor": inductor, "mojo": mojo, "liger": liger}.items()
+            if name in chosen}  # Liger last: it patches HF globally
 
 
 def bench_prefill(rows):
@@ -160,8 +163,11 @@ def main():
     """Each workload runs in its own process: Liger's patches of the HF modules are global and must not leak."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="prefill,train,decode")
+    parser.add_argument("--impls", help="comma-separated subset of eager,inductor,mojo,liger")
     parser.add_argument("--task", help=argparse.SUPPRESS)  # the child process of one workload
     args = parser.parse_args()
+    if args.impls:
+        os.environ["BENCH_IMPLS"] = args.impls  # read by the child processes
     if args.task:
         rows = []
         {"prefill": bench_prefill, "train": bench_train, "decode": bench_decode}[args.task](rows)

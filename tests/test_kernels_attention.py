@@ -320,8 +320,10 @@ def test_empty():
         sinks = torch.randn(4, device=DEVICE)
         out, lse = attention_fwd(q, k, v, 0.125, causal=True, sinks=sinks)
         assert out.shape == q.shape and lse.shape == q.shape[:3]
-        if s_kv == 0 and s_q > 0:  # nothing but the sink: out 0, lse = the sink
-            assert (out == 0).all() and torch.equal(lse, sinks[None, :, None].expand_as(lse))
+        if s_kv == 0 and s_q > 0:  # nothing but the sink: out 0, lse = the sink (to 3 fp32 ulp: the kernel keeps
+            # its statistics in log2 units, sink * log2(e) * ln(2) rounds twice)
+            assert (out == 0).all()
+            torch.testing.assert_close(lse, sinks[None, :, None].expand_as(lse), rtol=3 * 2.0 ** -23, atol=0)
         dq, dk, dv, dsinks = attention_bwd(torch.ones_like(out), q, k, v, out, lse, 0.125, causal=True, sinks=sinks)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape and dsinks.shape == (4,)
         assert (dq == 0).all() and (dsinks == 0).all()  # delta = dO . O = 0 on sink-only rows

@@ -43,10 +43,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
 from .gated_gemm import _hint
-from .rms_norm import _round, interpreting
+from .rms_norm import _round, as_bytes, interpreting, wrap_triton
 
 __all__ = ["attention_bwd", "attention_fwd"]
 
@@ -470,11 +469,12 @@ def _config(kind: str, rows, d: int, dtype: torch.dtype, heavy: bool, config=Non
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) of the "fwd", "dq" or "dkdv" kernel; BLOCK_M counts stacked rows
     (queries x group heads). `rows` (S_q * G, maybe symbolic) sizes the forward's row tile for decode; `heavy` (a
     mask or softcap: a mask tile and its addresses, or tanh values, live beside the scores) halves BLOCK_N.
-    Not timed yet: shapes after FlashAttention-2 / the Triton tutorial (forward 128 x 64, 8 warps = two wgmma
-    warpgroups, 3 stages; the dK/dV kernel's two [BLOCK_N, D] fp32 accumulators ask for BLOCK_M 32), each checked
-    to compile for sm_90 without register spills (ptxas of triton 3.9; D = 64/80/128/256 with and without masks,
-    softcap, window, positions and sinks; except D = 256 heavy forward, 32 bytes). fp32 (FMA dots, a correctness
-    path) gets small tiles (a few spills with every feature on).
+    Plain (no mask, no softcap) D <= 128 shapes are from a sweep on the H200 (benchmarks/sweep_attention.py,
+    BENCHMARKS.md). The others are untimed, after FlashAttention-2 / the Triton tutorial (forward 128 x 64, 8 warps
+    = two wgmma warpgroups, 3 stages; the dK/dV kernel's two [BLOCK_N, D] fp32 accumulators ask for BLOCK_M 32),
+    each checked to compile for sm_90 without register spills (ptxas of triton 3.9; D = 64/80/128/256 with and
+    without masks, softcap, window, positions and sinks; except D = 256 heavy forward, 32 bytes). fp32 (FMA dots,
+    a correctness path) gets small tiles (a few spills with every feature on).
     Interpreter: 16-32 (each program and tile step costs ~1 ms, whatever its size)."""
     if config is not None:
         block_m, block_n, num_warps, num_stages = config
@@ -491,13 +491,15 @@ def _config(kind: str, rows, d: int, dtype: torch.dtype, heavy: bool, config=Non
             if _hint(rows) <= 64:  # decode: one row tile holds the group's heads; long key tiles, mma v2
                 block_m, block_n, num_warps, num_stages = (max(16, triton.next_power_of_2(max(_hint(rows), 1))),
                                                            128 if block_d <= 128 else 64, 4, 3)
-            elif block_d <= 128:
-                block_m, block_n, num_warps, num_stages = (128, 32 if heavy else 64, 8, 3)
+            elif block_d <= 128:  # swept on the H200 (B4 S4096 causal GQA 4): 128 x 128 x 8 x 3 440 TFLOP/s
+                block_m, block_n, num_warps, num_stages = (128, 32, 8, 3) if heavy else (128, 128, 8, 3)
             else:  # D = 256 (Gemma): heavy spills 32 bytes, the least of the shapes tried
                 block_m, block_n, num_warps, num_stages = (64 if heavy else 128, 32, 8, 2)
+        elif block_d <= 128 and not heavy:  # swept on the H200, one config for both kernels: 64 x 128 x 8 x 2
+            block_m, block_n, num_warps, num_stages = 64, 128, 8, 2  # 6.7 ms, against 9.3 for the shapes below
         elif kind == "dq":
             if block_d <= 128:
-                block_m, block_n, num_warps, num_stages = (128, 32 if heavy else 64, 8, 2)
+                block_m, block_n, num_warps, num_stages = (128, 32, 8, 2)
             else:
                 block_m, block_n, num_warps, num_stages = (32, 32, 8, 1)
         else:
@@ -534,9 +536,9 @@ def _extras(q, k, q_pos, mask, sinks):
     kind = MASK_NONE
     if mask is not None:
         kind = MASK_BOOL if mask.dtype == torch.bool else MASK_ADD
-        mask = mask.expand(batch, hq, s_q, s_kv)
         if kind == MASK_BOOL:
-            mask = mask.view(torch.uint8)  # a byte per element either way; loads as an integer everywhere
+            mask = as_bytes(mask)  # a byte per element either way; loads as an integer everywhere
+        mask = mask.expand(batch, hq, s_q, s_kv)
     q_pos = q_pos.contiguous() if q_pos is not None else None
     sinks = sinks.contiguous() if sinks is not None else None
     return mask, kind, q_pos, sinks

@@ -44,11 +44,10 @@ import functools
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
 from .attention import _exp_units
 from .gated_act import _tanh
-from .rms_norm import _round, interpreting, size_hint
+from .rms_norm import _round, as_bytes, interpreting, size_hint, wrap_triton
 
 __all__ = ["attention_decode"]
 
@@ -322,11 +321,8 @@ def attention_decode(q, k, v, scale, causal=True, window=0, softcap=0.0, q_pos=N
     if mask is not None:
         if mask.dim() > 4:
             raise ValueError(f"mojo attention_decode: mask {tuple(mask.shape)} has more than 4 dims")
-        mask_arg = mask.expand(batch, hq, sq, skv)  # broadcast dims get stride 0
-        if mask.dtype == torch.bool:
-            mask_kind, mask_arg = 1, mask_arg.view(torch.uint8)
-        else:
-            mask_kind = 2
+        mask_kind = 1 if mask.dtype == torch.bool else 2
+        mask_arg = (as_bytes(mask) if mask_kind == 1 else mask).expand(batch, hq, sq, skv)  # broadcast: stride 0
         mask_strides = tuple(mask_arg.stride())
     qpos_arg = q_pos.contiguous() if q_pos is not None else q
     if q_pos is not None and (q_pos.dim() != 1 or q_pos.shape[0] != sq or q_pos.is_floating_point()):

@@ -27,10 +27,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 from triton.language.extra import libdevice
 
-from .rms_norm import _round, interpreting
+from .rms_norm import _round, interpreting, wrap_triton
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 
@@ -112,17 +111,26 @@ def _fwd_kernel(G, U, Y, M, N, stride_g, stride_u, stride_y, ACT: tl.constexpr,
 
 
 @triton.jit
-def _bwd_kernel(DY, G, U, DG, DU, M, N, stride_dy, stride_g, stride_u, stride_dg, stride_du, ACT: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+def _bwd_kernel(DY, G, U, DG, DU, M, N, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
+                ACT: tl.constexpr, FUSED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                INTERPRET: tl.constexpr):
+    """FUSED: both gradients go into DG, the [M, 2I] gradient of gate_up, at column offsets DG_OFF and DU_OFF (DU is
+    not written). One output tensor, not two views of it: a traced launch that writes views of one tensor gets
+    them cloned and scattered back by functionalization."""
     rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = DG.dtype.element_ty
     a = _round(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # recomputed: nothing saved but g and u
-    tl.store(DU + rows * stride_du + cols, _round(dy * a, dtype, INTERPRET), mask=mask)
+    du = _round(dy * a, dtype, INTERPRET)
+    if FUSED:
+        tl.store(DG + DU_OFF + rows * stride_dg + cols, du, mask=mask)
+    else:
+        tl.store(DU + rows * stride_du + cols, du, mask=mask)
     da = _round(dy * u, dtype, INTERPRET).to(tl.float32)  # eager's mul backward rounds before the act backward
-    tl.store(DG + rows * stride_dg + cols, _round(_act_grad(da, g, ACT, INTERPRET), dtype, INTERPRET), mask=mask)
+    tl.store(DG + DG_OFF + rows * stride_dg + cols, _round(_act_grad(da, g, ACT, INTERPRET), dtype, INTERPRET),
+             mask=mask)
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
@@ -170,15 +178,19 @@ def _launch_fwd(g, u, y, act, config):
                                    BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
 
 
-def _launch_bwd(dy, g, u, dg, du, act, config):
+def _launch_bwd(dy, g, u, dg, du, act, config, offsets=None):
+    """offsets = (dg, du) column offsets: both gradients go into dg (the fused form; du unused)."""
     m, n = g.shape
     if m == 0 or n == 0:
         return
     block_m, block_n, num_warps = config or _config(n)
     grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
+    fused = offsets is not None
+    du = dy if fused else du
+    dg_off, du_off = offsets if fused else (0, 0)
     wrap_triton(_bwd_kernel)[grid](dy, g, u, dg, du, m, n, dy.stride(0), g.stride(0), u.stride(0), dg.stride(0),
-                                   du.stride(0), ACT=ACT_CODES[act], BLOCK_M=block_m, BLOCK_N=block_n,
-                                   INTERPRET=interpreting(), num_warps=num_warps)
+                                   du.stride(0), dg_off, du_off, ACT=ACT_CODES[act], FUSED=fused, BLOCK_M=block_m,
+                                   BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
 
 
 def gated_act_fwd(gate, up, act, config=None):
@@ -208,11 +220,11 @@ def gated_act_bwd(grad_y, gate, up, act, config=None):
 
 
 def gated_act_fused_bwd(grad_y, gu, act, gate_first, config=None):
-    """grad of gu [..., 2I] (contiguous): the kernel writes both halves in place, no torch.cat."""
+    """grad of gu [..., 2I] (contiguous): the kernel writes both halves of one [M, 2I] tensor, no torch.cat."""
     gate, up = _split(gu, gate_first)
     _check(act, grad_y, gate, up)
     dy, g, u = _rows(grad_y), _rows(gate), _rows(up)
-    grad_gu = torch.empty(gu.shape, dtype=gu.dtype, device=gu.device)
-    dg, du = _split(grad_gu, gate_first)
-    _launch_bwd(dy, g, u, _rows(dg), _rows(du), act, config)
-    return grad_gu
+    half = g.shape[1]
+    grad_gu = torch.empty((g.shape[0], 2 * half), dtype=gu.dtype, device=gu.device)
+    _launch_bwd(dy, g, u, grad_gu, None, act, config, offsets=(0, half) if gate_first else (half, 0))
+    return grad_gu.view(gu.shape)

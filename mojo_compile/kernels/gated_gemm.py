@@ -21,9 +21,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
-from .rms_norm import _round, interpreting, size_hint
+from .rms_norm import _round, interpreting, size_hint, wrap_triton
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)

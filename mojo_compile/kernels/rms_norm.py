@@ -20,7 +20,6 @@ import os
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton  # launches are traceable: Inductor can inline them (lowering/__init__.py)
 
 CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}
 MAX_FUSED_N = 16384  # longest row kept in registers
@@ -32,6 +31,19 @@ def interpreting() -> bool:
     if knobs is not None and hasattr(knobs, "runtime"):
         return bool(knobs.runtime.interpret)
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def as_bytes(mask: torch.Tensor) -> torch.Tensor:
+    """A bool tensor as uint8 for a kernel argument: a free view on a plain tensor; a conversion on any tensor
+    subclass (fake / functional while traced: Inductor cannot lower a view of bool as another dtype, and fuses the
+    conversion into the mask's producer)."""
+    return mask.view(torch.uint8) if type(mask) is torch.Tensor else mask.to(torch.uint8)
+
+
+def wrap_triton(kernel):
+    """Launches through `torch.library.wrap_triton` are traceable: Inductor can inline them (lowering/__init__.py).
+    Not under the interpreter, where nothing traces them (and torch 2.11 refuses its kernel objects)."""
+    return kernel if interpreting() else torch.library.wrap_triton(kernel)
 
 
 def size_hint(n, fallback: int = 4096) -> int:

@@ -28,9 +28,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
-from .rms_norm import CAST_CODES, _normalise, _round, interpreting
+from .rms_norm import _normalise, _round, CAST_CODES, interpreting, wrap_triton
 
 __all__ = ["qk_norm_rope_bwd", "qk_norm_rope_fwd", "rope_bwd", "rope_fwd"]
 

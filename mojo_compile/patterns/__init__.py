@@ -18,6 +18,7 @@ import functools
 import importlib
 import inspect
 import logging
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -173,8 +174,10 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     if pattern.extra_check is not None and not pattern.extra_check(match):
         return False
     _claim_sources(match.nodes[0].graph)  # before this match's replacement rewrites the inputs of earlier ops
-    for node in [*match.output_nodes(), *match.nodes]:
-        if node is not None and node.meta.get("nn_module_stack"):
+    outputs = [n for n in match.output_nodes() if n is not None]
+    producers = [n.args[0] for n in outputs if n.target is operator.getitem and isinstance(n.args[0], Node)]
+    for node in [*outputs, *producers, *match.nodes]:  # the module of the outputs' code first
+        if node.meta.get("nn_module_stack"):
             _SOURCES[_input_key(match.kwargs.values())] = node.meta["nn_module_stack"]
             break
     return True

@@ -201,8 +201,8 @@ def _ancestors(node: Node) -> Optional[list[Node]]:
         for t in (val if isinstance(val, (tuple, list)) else [val]):
             if isinstance(t, torch.Tensor) and any(not isinstance(s, int) for s in t.shape):
                 return None
-        if n.op == "call_function" and _mutates(n):
-            return None
+        if n.op == "call_function" and _mutates(n) and n.target is not aten.detach_.default:
+            return None  # (detach_ changes autograd metadata only: HF 5.17 detaches a lifted `torch.tensor(0.0)`)
         stack.extend(n.all_input_nodes)
     order = {n: i for i, n in enumerate(node.graph.nodes)}
     return sorted(seen, key=order.__getitem__)
@@ -272,12 +272,16 @@ def _arguments(node: Node) -> dict:
     return values
 
 
-def _boolean_part(mask: Node) -> Optional[Node]:
-    """The bool tensor an additive mask is made of: `where(allowed, 0, finfo.min or -inf)` -> allowed."""
+def _boolean_part(gm: GraphModule, mask: Node) -> Optional[Node]:
+    """The bool tensor an additive mask is made of: `where(allowed, 0, finfo.min or -inf)` -> allowed (the 0 a
+    literal, a zeros tensor, or a constant 0-d tensor such as `torch.tensor(0.0)`)."""
     if mask.meta.get("val") is not None and mask.meta["val"].dtype == torch.bool:
         return mask
     if mask.target is aten.where.ScalarOther and len(mask.args) == 3:
         cond, zero, other = mask.args
+        if isinstance(zero, Node) and zero.target not in (aten.zeros.default, aten.zeros_like.default):
+            value = evaluate_constant(gm, zero)
+            zero = 0 if value is not None and value.dim() == 0 and value.item() == 0 else zero
         zero_ok = zero == 0 or (isinstance(zero, Node) and zero.target in (aten.zeros.default, aten.zeros_like.default))
         if zero_ok and isinstance(other, (int, float)) and other <= -1e30:
             return cond
@@ -290,7 +294,7 @@ def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
     if isinstance(sq, int) and isinstance(skv, int):
         value = evaluate_constant(gm, mask)
         return classify(value, sq, skv) if value is not None else None
-    allowed = _boolean_part(mask)
+    allowed = _boolean_part(gm, mask)
     formula = mask_algebra.evaluate(allowed) if allowed is not None else None
     found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
     return MaskStructure(*found) if found is not None else None

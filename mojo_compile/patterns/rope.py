@@ -9,8 +9,10 @@ that whole function, so one op rotates both:
     R4        rotate_every_two: stack((-x[1::2], x[::2])).flatten(-2)
                                                               Cohere (full), GLM (partial); cos/sin already
                                                               repeat-interleaved by the model
-for unsqueeze_dim 1 (q as [B, H, S, D]) and 2 ([B, S, H, D]). Scalars (the rotated width, its half) come from the
-graph. Not covered (left unfused, as eager): R5 DeepSeek's de-interleaving output permutation, R6 complex
+for unsqueeze_dim 1 (q as [B, H, S, D]) and 2 ([B, S, H, D]). The rotated width is cos's last dim and rotate_half
+splits it in the middle: the patterns compute both from the shapes, as HF does, so Inductor's re-trace of each
+candidate with the real shapes checks the graph's slice bounds exactly (no scalar to capture and check by hand).
+Not covered (left unfused, as eager): R5 DeepSeek's de-interleaving output permutation, R6 complex
 multiplication (`view_as_complex`, Llama4 / DeepSeek-V2), R8 GPT-OSS's half-width cos with `chunk`.
 
 qk-norm then RoPE (Q1: Qwen3, `q_norm(q.view(B, S, H, D)).transpose(1, 2)`; Q2: Gemma3, norm after the transpose)
@@ -26,21 +28,17 @@ from . import match_value, register_pattern, symbolic_scalar, with_signature
 
 mojo = torch.ops.mojo
 
-HALF, ROT, EPS, OFFSET = 37, 74, 1.2345e-5, 3.125  # trace values: unlike any other literal in these patterns
-HEAD_DIM = 106  # > ROT: the partial spellings pass 32 dims through
+EPS, OFFSET = 1.2345e-5, 3.125  # trace values: unlike any other literal in these patterns
+ROT, HEAD_DIM = 74, 106  # trace shapes: the partial spellings pass 32 dims through
 
 
-def rotate_half(x, half):
+def rotate_half(x):
+    half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rotate_every_two(x, half=None):
+def rotate_every_two(x):
     return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
-
-
-def _int(match, name, default=None):
-    value = match.kwargs.get(name, default)
-    return value if isinstance(value, int) else None
 
 
 def _rope_check(seq_dim, partial, interleaved):
@@ -52,12 +50,9 @@ def _rope_check(seq_dim, partial, interleaved):
             return False
         if cos.shape != sin.shape or cos.dtype != sin.dtype or cos.requires_grad or sin.requires_grad:
             return False  # the op takes no gradient for cos/sin
-        head_dim = q.shape[-1]
-        rotary_dim = _int(match, "rot") if partial else head_dim
-        if rotary_dim is None or k.shape[-1] != head_dim or cos.shape[-1] != rotary_dim or rotary_dim % 2:
+        head_dim, rotary_dim = q.shape[-1], cos.shape[-1]
+        if k.shape[-1] != head_dim or rotary_dim % 2 or (not partial and rotary_dim != head_dim):
             return False
-        if not interleaved and _int(match, "half") != rotary_dim // 2:
-            return False  # rotate_half must split the rotated width in the middle
         if partial and not 0 < rotary_dim < head_dim:
             return False
         seq = q.shape[seq_dim]
@@ -70,28 +65,26 @@ def _rope_pattern(seq_dim, partial, interleaved):
     rotate = rotate_every_two if interleaved else rotate_half
     unsqueeze_dim = 3 - seq_dim  # cos [B, S, R] broadcast over the heads dim
 
-    def embed(x, c, s, rot, half):
+    def embed(x, c, s):
         if not partial:
-            return x * c + rotate(x, half) * s
+            return x * c + rotate(x) * s
+        rot = c.shape[-1]  # R2: the rotated width is cos's
         x_rot, x_pass = x[..., :rot], x[..., rot:]
-        return torch.cat([x_rot * c + rotate(x_rot, half) * s, x_pass], dim=-1)
+        return torch.cat([x_rot * c + rotate(x_rot) * s, x_pass], dim=-1)
 
-    def search(q, k, cos, sin, rot, half):
+    def search(q, k, cos, sin):
         c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-        return embed(q, c, s, rot, half), embed(k, c, s, rot, half)
+        return embed(q, c, s), embed(k, c, s)
 
-    def replace(q, k, cos, sin, rot, half):
+    def replace(q, k, cos, sin):
         q_out, k_out = mojo.rope(q, k, cos, sin, cos.shape[-1], interleaved, seq_dim, False)
         return q_out, k_out
 
-    params = ["q", "k", "cos", "sin"] + (["rot"] if partial else []) + ([] if interleaved else ["half"])
-    scalars = {"rot": ROT, "half": HALF}
-    return (with_signature(search, params), with_signature(replace, params),
-            {n: scalars[n] for n in params if n in scalars})
+    return search, replace
 
 
 def _rope_examples(seq_dim, partial):
-    head_dim = HEAD_DIM if partial else 2 * HALF
+    head_dim = HEAD_DIM if partial else ROT
     rotary = ROT if partial else head_dim
     shape = (2, 4, 3, head_dim) if seq_dim == 2 else (2, 3, 4, head_dim)
     kshape = (2, 2, 3, head_dim) if seq_dim == 2 else (2, 3, 2, head_dim)
@@ -103,30 +96,29 @@ for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
         for _interleaved in (False, True):
             _name = ("rope.interleaved" if _interleaved else "rope.rotate_half") + (".partial" if _partial else "") \
                 + ("" if _seq_dim == 2 else f".{_layout}")
-            _search, _replace, _scalars = _rope_pattern(_seq_dim, _partial, _interleaved)
-            register_pattern(_name, _search, _replace, _rope_examples(_seq_dim, _partial), scalars=_scalars,
-                             extra_check=_rope_check(_seq_dim, _partial, _interleaved), priority=5 if _partial else 4,
-                             family="rope", lazy=True)
+            register_pattern(_name, *_rope_pattern(_seq_dim, _partial, _interleaved),
+                             _rope_examples(_seq_dim, _partial), priority=5 if _partial else 4,
+                             extra_check=_rope_check(_seq_dim, _partial, _interleaved), family="rope", lazy=True)
 
 
 # ------------------------------------------------------------------------------------------- qk-norm + RoPE (stage 2)
 def _qk_check(match) -> bool:
-    q, k, qw, kw = (match_value(match, n) for n in ("q", "k", "q_weight", "k_weight"))
-    rot = match.kwargs.get("rot")
-    if any(t is None for t in (q, k, qw, kw)) or not isinstance(rot, int) or symbolic_scalar(match, "eps") \
+    q, k, qw, kw, cos = (match_value(match, n) for n in ("q", "k", "q_weight", "k_weight", "cos"))
+    if any(t is None for t in (q, k, qw, kw, cos)) or symbolic_scalar(match, "eps") \
             or symbolic_scalar(match, "offset"):
         return False
     if qw.dim() != 1 or kw.dim() != 1:
         return False
     if q.dim() == 3:  # Q3: one weight over the token's H*D
-        return qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:] and q.shape[-1] % rot == 0 \
-            and k.shape[-1] % rot == 0
+        head_dim = cos.shape[-1]
+        return qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:] and q.shape[-1] % head_dim == 0 \
+            and k.shape[-1] % head_dim == 0
     return qw.shape[0] == q.shape[-1] and kw.shape[0] == k.shape[-1]
 
 
-def _heads(x, rot):
-    """Q3: [B, S, H*D] -> [B, S, H, D], as OLMo2's `.view(*input_shape, -1, head_dim)`."""
-    return x.view(x.shape[0], x.shape[1], -1, rot)
+def _heads(x, head_dim):
+    """Q3: [B, S, H*D] -> [B, S, H, D], as OLMo2's `.view(*input_shape, -1, head_dim)` (full rotary: D is cos's)."""
+    return x.view(x.shape[0], x.shape[1], -1, head_dim)
 
 
 def _qk_pattern(cast, layout, with_offset):
@@ -137,7 +129,8 @@ def _qk_pattern(cast, layout, with_offset):
     def norm(x, weight, eps, offset):
         return (mojo.rms_norm(x, weight, eps, offset, cast) if with_offset else mojo.rms_norm(x, weight, eps))[0]
 
-    def search(q, k, q_weight, k_weight, cos, sin, eps, offset, rot):
+    def search(q, k, q_weight, k_weight, cos, sin, eps, offset):
+        rot = cos.shape[-1]  # a literal in the trace: Inductor's re-trace with the real shapes checks it
         qn, kn = norm(q, q_weight, eps, offset), norm(k, k_weight, eps, offset)
         if layout == "q3":
             qn, kn = _heads(qn, rot), _heads(kn, rot)
@@ -146,7 +139,8 @@ def _qk_pattern(cast, layout, with_offset):
         q_out, k_out = mojo.rope(qn, kn, cos, sin, rot, False, 2, False)
         return q_out, k_out
 
-    def replace(q, k, q_weight, k_weight, cos, sin, eps, offset, rot):
+    def replace(q, k, q_weight, k_weight, cos, sin, eps, offset):
+        rot = cos.shape[-1]
         if layout == "q3":
             q, k = _heads(q, rot), _heads(k, rot)
         q_out, k_out, _, _ = mojo.qk_norm_rope(q, k, q_weight, k_weight, eps, offset if with_offset else 0.0, cast,
@@ -155,12 +149,12 @@ def _qk_pattern(cast, layout, with_offset):
             return q_out, k_out
         return q_out.transpose(1, 2), k_out.transpose(1, 2)
 
-    params = ["q", "k", "q_weight", "k_weight", "cos", "sin", "eps", *(["offset"] if with_offset else []), "rot"]
+    params = ["q", "k", "q_weight", "k_weight", "cos", "sin", "eps", *(["offset"] if with_offset else [])]
     return with_signature(search, params, {"offset": 0.0}), with_signature(replace, params, {"offset": 0.0})
 
 
 def _qk_examples(layout):
-    d = 2 * HALF
+    d = ROT
     if layout == "q3":
         q, k, qw, kw = torch.randn(2, 3, 4 * d), torch.randn(2, 3, 2 * d), torch.randn(4 * d), torch.randn(2 * d)
     else:
@@ -171,7 +165,7 @@ def _qk_examples(layout):
 
 for _cast, _with_offset in (("normed", False), ("normed", True), ("output", True)):
     for _layout in ("q1", "q2", "q3"):
-        _scalars = {"eps": EPS, "rot": 2 * HALF, **({"offset": OFFSET} if _with_offset else {})}
+        _scalars = {"eps": EPS, **({"offset": OFFSET} if _with_offset else {})}
         register_pattern(f"qk_norm_rope.{_layout}.{_cast}" + ("" if _with_offset else ".no_offset"),
                          *_qk_pattern(_cast, _layout, _with_offset), _qk_examples(_layout), scalars=_scalars,
                          extra_check=_qk_check, priority=-10, family="qk_norm_rope", lazy=True)
