@@ -73,7 +73,31 @@ def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list) -> GraphModule:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
                        else fake_mode.from_tensor(x) for x in example_inputs]
     with fake_mode, fx_traceback.preserve_node_meta():
-        return make_fx(torch.fx.Interpreter(gm).run, pre_dispatch=True)(*fake_inputs)
+        aten_gm = make_fx(torch.fx.Interpreter(gm).run, pre_dispatch=True)(*fake_inputs)
+    keep_dynamo_input_metadata(gm, aten_gm)
+    return aten_gm
+
+
+def keep_dynamo_input_metadata(dynamo_gm: GraphModule, aten_gm: GraphModule) -> None:
+    """AOTAutograd learns from fields Dynamo sets on its GraphModule which inputs are parameters or static addresses
+    (`mark_static_address`: HF's StaticCache). CUDA graphs keep those in place instead of copying them in at every
+    replay, and allow their in-place updates (the cache writes); without them a `reduce-overhead` decode step copies
+    every weight per call or is not captured at all. make_fx's new GraphModule has none of the fields: carry them
+    over, placeholder by placeholder (make_fx keeps Dynamo's inputs, in order)."""
+    names = getattr(dynamo_gm, "_param_name_to_source", None)
+    src = list(dynamo_gm.graph.find_nodes(op="placeholder"))
+    dst = list(aten_gm.graph.find_nodes(op="placeholder"))
+    own = [n for n, _ in aten_gm.named_parameters()] + [n for n, _ in aten_gm.named_buffers()]
+    if "dynamo_compile_id" not in dynamo_gm.meta or names is None or len(src) != len(dst) \
+            or any(n not in names for n in own):
+        return  # not a Dynamo graph, or one whose inputs we cannot map: AOTAutograd treats every input as dynamic
+    for a, b in zip(src, dst):
+        if hasattr(a, "_dynamo_source"):
+            b._dynamo_source = a._dynamo_source
+        if "tensor_dict" in a.meta:
+            b.meta["tensor_dict"] = a.meta["tensor_dict"]
+    aten_gm._param_name_to_source = names
+    aten_gm.meta["dynamo_compile_id"] = dynamo_gm.meta["dynamo_compile_id"]
 
 
 # ------------------------------------------------------------------------------------------------------ 4. targets

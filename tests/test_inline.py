@@ -51,3 +51,43 @@ def test_ttx_kernels_launched_from_inductor_code():
     assert "torch.ops.mojo" not in code
     y_ref = torch.ops.mojo.rms_norm(x.detach(), w.detach(), 1e-6, 0.0, "normed", "ttx")[0]
     assert torch.equal(y.detach(), y_ref)
+
+
+def test_static_inputs_reach_aot_autograd(monkeypatch):
+    """AOTAutograd learns from Dynamo's fields on the graph which inputs are parameters or static addresses (HF's
+    StaticCache); CUDA graphs keep those in place and allow their in-place updates. The graph our pipeline hands
+    the inner compiler carries them: AOTAutograd finds the same static inputs in it as in Dynamo's own graph."""
+    from torch._functorch._aot_autograd.frontend_utils import _try_get_metadata_from_dynamo
+
+    from mojo_compile import backend
+
+    graphs = []
+    trace = backend.to_pre_dispatch_aten
+
+    def spy(gm, example_inputs):
+        aten_gm = trace(gm, example_inputs)
+        graphs.append((gm, aten_gm, len(example_inputs)))
+        return aten_gm
+
+    monkeypatch.setattr(backend, "to_pre_dispatch_aten", spy)
+
+    class CacheAndNorm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(64))
+            self.register_buffer("cache", torch.randn(8, 64))
+            torch._dynamo.mark_static_address(self.cache)
+
+        def forward(self, x, position):
+            self.cache.index_copy_(0, position, x)  # a StaticCache-style in-place write
+            return llama_norm(self.cache, self.weight)
+
+    model = CacheAndNorm()
+    x, position = torch.randn(1, 64), torch.tensor([3])
+    out = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})(x, position)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["rms_norm.llama"]
+    assert torch.equal(model.cache[3], x[0])
+    torch.testing.assert_close(out, llama_norm(model.cache, model.weight), rtol=0, atol=0)
+    (dynamo_gm, aten_gm, n), = graphs
+    static = [_try_get_metadata_from_dynamo(g, {}.keys(), n, [])[1] for g in (dynamo_gm, aten_gm)]
+    assert len(static[0]) == 2 and static[1] == static[0]  # the parameter and the cache
