@@ -312,3 +312,23 @@ def test_sdpa_kernels_compute_the_op(causal, caplog):
             assert g.is_contiguous() and g.shape == g_ref.shape
             bound = 2 * (g_flash.double() - g_ref).norm() + 2.0 ** -8 * g_ref.norm()
             assert (g.double() - g_ref).norm() <= bound, (name, (g.double() - g_ref).norm().item(), bound.item())
+
+
+@pytest.mark.skipif(DEVICE == "cuda" or not KERNEL_TARGET_OK,
+                    reason="the refusal comes from CPU tensors, which our kernels take under TRITON_INTERPRET=1 only")
+def test_sdpa_kernels_fall_back_to_ours_when_torch_refuses(caplog):
+    """Where torch's private SDPA ops refuse a call (here: CPU tensors, which they do not take), the ttx attention
+    runs our Triton kernels instead, with the reason logged: the same (out, lse) and gradients as our kernels."""
+    from mojo_compile.kernels import attention as kernels
+    from mojo_compile.lowering import triton as ttx
+
+    q = torch.randn(1, 4, 20, 16)
+    k, v = (torch.randn(1, 2, 20, 16) for _ in range(2))
+    dout = torch.randn_like(q)
+    out, lse = ttx._sdpa_fwd("sdpa_cudnn", q, k, v, 0.25, True)
+    ref_out, ref_lse = kernels.attention_fwd(q, k, v, 0.25, causal=True)
+    assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
+    grads = ttx._sdpa_bwd("sdpa_flash", dout, q, k, v, out, lse, 0.25, True)
+    for g, ref in zip(grads, kernels.attention_bwd(dout, q, k, v, out, lse, 0.25, causal=True)[:3]):
+        assert torch.equal(g, ref)
+    assert "sdpa_cudnn forward refused" in caplog.text and "sdpa_flash backward refused" in caplog.text

@@ -206,6 +206,8 @@ def _sdpa_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
         return "a mask tensor, positions, a window, softcap or sinks"
     if not _static(q, k, v):
         return "symbolic sizes"
+    if q.numel() == 0 or k.numel() == 0:
+        return "empty inputs"
     if causal and q.shape[2] != k.shape[2]:
         return "causal with Sq != Skv"
     if q.shape[-1] > 128 or q.shape[-1] % 8 or v.shape[-1] != q.shape[-1] or q.shape[1] % k.shape[1]:
@@ -214,12 +216,19 @@ def _sdpa_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
 
 
 def _sdpa_fwd(kernel, q, k, v, scale, causal):
-    """(out, lse) from torch's private SDPA forward ops (they return the row log-sum-exp the op owes; GQA native)."""
+    """(out, lse) from torch's private SDPA forward ops (they return the row log-sum-exp the op owes; GQA native).
+    If torch refuses the call, our flash kernel computes it, with the reason logged once."""
     aten = torch.ops.aten
-    if kernel == "sdpa_cudnn":
-        out, lse = aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False, scale=scale)[:2]
-    else:
-        out, lse = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+    try:
+        if kernel == "sdpa_cudnn":
+            out, lse = aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False,
+                                                                scale=scale)[:2]
+        else:
+            out, lse = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
+    except (RuntimeError, TypeError) as e:
+        _log_once(f"mojo attention: torch's {kernel} forward refused the call ({type(e).__name__}: {e}); "
+                  "the Triton kernel computes it")
+        return attn_kernels.attention_fwd(q, k, v, scale, causal)
     return out.contiguous(), lse.reshape(q.shape[:3]).float()  # the op's layout: contiguous out, [B, Hq, Sq] lse
 
 
