@@ -148,7 +148,9 @@ def choose_targets(gm: GraphModule, matches, target: str, masks=None) -> list[re
         if reason:
             lowering.log_fallback_once(op, target, reason)
         detail = _attention_detail(node, masks or {}) if op == "attention" else ""
-        sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason, detail))
+        kernel = lowering.describe(op, chosen, *_op_arguments(node))
+        sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason, detail,
+                                      kernel))
     gm.recompile()
     return sites
 

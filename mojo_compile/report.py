@@ -22,6 +22,7 @@ class FusedSite:
     source: str
     fallback: Optional[str] = None  # why the requested target did not take it
     detail: str = ""  # what the site was proven to be (attention: the mask structure)
+    kernel: str = ""  # which of the target's kernels runs it, where the target has several (attention on ttx)
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Report:
             lines.append(f"graph {g.compile_id}  target={g.target} inner={g.inner_compiler}  {counts}")
             rows = [("source", "pattern", "op", "target")] + [
                 (s.source or "?", s.pattern, s.op, s.target + (f" (fallback: {s.fallback})" if s.fallback else "")
-                 + (f"  [{s.detail}]" if s.detail else ""))
+                 + (f"  [{s.detail}]" if s.detail else "") + (f"  [{s.kernel}]" if s.kernel else ""))
                 for s in g.sites]
             widths = [max(len(r[i]) for r in rows) for i in range(3)]
             for row in rows:

@@ -34,6 +34,15 @@ EXPECTED = {
 }
 
 
+def expected_kernel(family, attn):
+    """What the ttx attention runs at these sites (bf16, 20 query rows): cuDNN on a GPU where the proven structure
+    is plain causal, else our Triton flash kernel."""
+    from mojo_compile.lowering import triton as ttx
+
+    plain = not any("window" in m or "softcap" in m for m in EXPECTED[(family, attn)])
+    return "cuDNN (torch)" if DEVICE == "cuda" and plain and ttx._cudnn_attention_available() else "Triton flash"
+
+
 def build(family, attn, dtype=torch.bfloat16):
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(CONFIGS[family](), attn_implementation=attn)
@@ -69,6 +78,7 @@ def test_models(family, attn, target):
     assert [s.detail for s in sites] == [f"mask: {m} (proven from the mask subgraph)"
                                           for m in EXPECTED[(family, attn)]]
     assert {s.target for s in sites} == {target}
+    assert {s.kernel for s in sites} == ({""} if target == "torch" else {f"kernel: {expected_kernel(family, attn)}"})
     ref_logits, ref_grads = run(model, ids, "eager")
     exact_logits, exact_grads = run(golden, ids, "eager")
     assert rel(logits, exact_logits) <= 1.5 * rel(ref_logits, exact_logits) + 1e-3

@@ -25,7 +25,7 @@ from typing import Callable, Optional
 from . import reference
 from .table import Impl
 
-__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "call", "check_target_name",
+__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "describe", "call", "check_target_name",
            "inline_in_inner_compiler"]
 
 log = logging.getLogger("mojo_compile")
@@ -93,6 +93,12 @@ def choose(op: str, target: str, *args) -> tuple[str, Optional[str]]:
         return "torch", None
     reason = _reason_not(op, target, args)
     return (target, None) if reason is None else ("torch", reason)
+
+
+def describe(op: str, target: str, *args) -> str:
+    """For the report: which kernel `target`'s implementation of `op` will run on these (fake) args, if it says."""
+    impl = (_table(target) or {}).get(op)
+    return impl.describe(*args) if impl is not None else ""
 
 
 def log_fallback_once(op: str, target: str, reason: str) -> None:

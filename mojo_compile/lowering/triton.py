@@ -323,6 +323,15 @@ def _traceable_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, s
     return _traceable(q, k, v, mask, q_pos, sinks) and choice not in SDPA_KERNELS
 
 
+KERNEL_NAMES = {"flash": "Triton flash", "split_kv": "Triton split-KV", "sdpa_cudnn": "cuDNN (torch)",
+                "sdpa_flash": "FlashAttention-2 (torch)"}
+
+
+def _describe_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) -> str:
+    choice = _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
+    return f"kernel: {KERNEL_NAMES[choice]}"
+
+
 def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
     return _traceable_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
 
@@ -348,6 +357,6 @@ TABLE = {
     "rope_backward": Impl(rope_backward, _supports_rope_backward, _traceable),
     "qk_norm_rope": Impl(qk_norm_rope, _supports_qk_norm_rope, _traceable),
     "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
-    "attention": Impl(attention, _supports_attention, _traceable_attention),
+    "attention": Impl(attention, _supports_attention, _traceable_attention, _describe_attention),
     "attention_backward": Impl(attention_backward, _supports_attention_backward, _traceable_attention_backward),
 }
