@@ -118,6 +118,17 @@ def _stacked_rows(t0, hkv, S_q, S_kv, QPOS, G: tl.constexpr, HAS_QPOS: tl.conste
 
 
 @triton.jit
+def _program_rows(S_q, S_kv, QPOS, G: tl.constexpr, HAS_QPOS: tl.constexpr, BLOCK_M: tl.constexpr):
+    """This program's (batch, kv head) and block of stacked rows (see _stacked_rows) on the grid (row blocks, kv
+    heads, batch), the latest rows first: under causal they have the most keys, so the long blocks start early."""
+    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    hkv = tl.program_id(1)
+    b = tl.program_id(2).to(tl.int64)
+    row_ok, i, h, qp = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    return b, hkv, row_ok, i, h, qp
+
+
+@triton.jit
 def _key_tiles(qp, S_kv, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr):
     """For a block of rows at positions qp: (lo, full_lo, full_hi, hi), multiples of BLOCK_N. Keys outside [lo, hi)
     are masked for every row; in [full_lo, full_hi) every key is allowed (positionally) for every row."""
@@ -219,10 +230,7 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
     IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)  # latest rows first: under causal they have the most keys
-    hkv = tl.program_id(1)
-    b = tl.program_id(2).to(tl.int64)
-    row_ok, i, h, qp = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
 
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     k_base = b * skb + hkv.to(tl.int64) * skh
@@ -300,10 +308,7 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
     IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    hkv = tl.program_id(1)
-    b = tl.program_id(2).to(tl.int64)
-    row_ok, i, h, qp = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
 
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     do = _load_rows(DO, b * sdb + h * sdh + i * sds, row_ok, D, BLOCK_D, INTERPRET)

@@ -101,11 +101,15 @@ def describe(op: str, target: str, *args) -> str:
     return impl.describe(*args) if impl is not None else ""
 
 
+def log_once(message: str) -> None:
+    """A warning said once per process (fallbacks happen per call; the log should say so once)."""
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        log.warning(message)
+
+
 def log_fallback_once(op: str, target: str, reason: str) -> None:
-    key = (op, target, reason)
-    if key not in _LOGGED:
-        _LOGGED.add(key)
-        log.warning("mojo %s: %s falls back to torch: %s", op, target, reason)
+    log_once(f"mojo {op}: {target} falls back to torch: {reason}")
 
 
 

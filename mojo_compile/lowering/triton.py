@@ -3,7 +3,6 @@ TRITON_INTERPRET=1 (how CI checks the kernels)."""
 from __future__ import annotations
 
 import functools
-import logging
 
 import torch
 
@@ -14,15 +13,10 @@ from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
+from . import log_once
 from .table import Impl
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-log = logging.getLogger("mojo_compile")
-
-
-@functools.lru_cache(maxsize=None)
-def _log_once(message: str) -> None:
-    log.warning(message)
 
 
 def _device_reason(t: torch.Tensor):
@@ -226,7 +220,7 @@ def _sdpa_fwd(kernel, q, k, v, scale, causal):
         else:
             out, lse = aten._scaled_dot_product_flash_attention(q, k, v, 0.0, causal, False, scale=scale)[:2]
     except (RuntimeError, TypeError) as e:
-        _log_once(f"mojo attention: torch's {kernel} forward refused the call ({type(e).__name__}: {e}); "
+        log_once(f"mojo attention: torch's {kernel} forward refused the call ({type(e).__name__}: {e}); "
                   "the Triton kernel computes it")
         return attn_kernels.attention_fwd(q, k, v, scale, causal)
     return out.contiguous(), lse.reshape(q.shape[:3]).float()  # the op's layout: contiguous out, [B, Hq, Sq] lse
@@ -251,21 +245,25 @@ def _sdpa_bwd(kernel, grad_out, q, k, v, out, lse, scale, causal):
             grads = aten._scaled_dot_product_flash_attention_backward(
                 grad_out, q, k, v, out, lse, None, None, s_q, s_kv, 0.0, causal, seed, offset, scale=scale)
     except (RuntimeError, TypeError) as e:
-        _log_once(f"mojo attention: torch's {kernel} backward refused the call ({type(e).__name__}: {e}); "
+        log_once(f"mojo attention: torch's {kernel} backward refused the call ({type(e).__name__}: {e}); "
                   "the Triton backward computes it")
         return attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
     return [g.contiguous() for g in grads[:3]]  # the fake impl's layout
 
 
-def _attention_kernels(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    args = (q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
-    kernels = {"flash": lambda: attn_kernels.attention_fwd(*args)}
-    if isinstance(q.shape[2], int) and q.shape[2] <= TUNE_MAX_QUERIES:
-        kernels["split_kv"] = lambda: attn_decode_kernels.attention_decode(*args)
-    if _sdpa_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) is None:
-        for name in SDPA_KERNELS:
-            kernels[name] = lambda name=name: _sdpa_fwd(name, q, k, v, scale, causal)
-    return kernels
+def _run_attention(kernel, q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
+    """The forward of the named kernel: (out, lse)."""
+    if kernel == "flash":
+        return attn_kernels.attention_fwd(q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
+    if kernel == "split_kv":
+        return attn_decode_kernels.attention_decode(q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
+    return _sdpa_fwd(kernel, q, k, v, scale, causal)
+
+
+def _candidates(q, sdpa_ok: bool) -> list[str]:
+    """The kernels that compute a call: ours always, split-KV for few query rows, torch's where exact."""
+    few_rows = isinstance(q.shape[2], int) and q.shape[2] <= TUNE_MAX_QUERIES
+    return ["flash"] + (["split_kv"] if few_rows else []) + (list(SDPA_KERNELS) if sdpa_ok else [])
 
 
 def _static(*tensors) -> bool:
@@ -296,14 +294,15 @@ def _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sink
         with tuner.real_tensors():  # time the kernels on fresh inputs (q, k, v may be fake while Inductor traces)
             fresh = [tuner.like(t) for t in (q, k, v, mask)]
             positions = None if q_pos is None else torch.arange(k.shape[2] - sq, k.shape[2], device=q.device)
-            candidates = _attention_kernels(*fresh, positions, scale, causal, window, softcap, tuner.like(sinks))
+            args = (*fresh, positions, scale, causal, window, softcap, tuner.like(sinks))
+            candidates = {name: functools.partial(_run_attention, name, *args) for name in _candidates(q, sdpa_ok)}
             choice = tuner.choose("attention", key, candidates, choice, q.device.type, DETERMINISTIC_KERNELS)
     return choice
 
 
 def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     choice = _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    return _attention_kernels(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)[choice]()
+    return _run_attention(choice, q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
 
 
 def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
