@@ -27,7 +27,9 @@ TOL = {torch.bfloat16: 2 * 2.0 ** -8, torch.float16: 2 * 2.0 ** -11, torch.float
 DELTA = 2.0 ** -20
 
 SHAPES = [(1, 96), (5, 1000), (3, 2, 11008)]  # ragged widths; 3D leading dims; small enough for the interpreter
-FORMS = ["pair", "gate_first", "gate_second"]  # two chunk views, or the fused [..., 2I] tensor either way round
+# two contiguous tensors (separate gate / up projections: the flat kernels), two chunk views (2-D tiles), or the
+# fused [..., 2I] tensor either way round
+FORMS = ["separate", "pair", "gate_first", "gate_second"]
 CASES = list(itertools.product(SHAPES, DTYPES, ACTS))
 IDS = ["x".join(map(str, s)) + f"-{d}-{a}" for s, d, a in CASES]
 
@@ -40,7 +42,13 @@ def make(shape, dtype):
 
 def halves(gu, form):
     first, second = gu.chunk(2, -1)  # strided views (row stride 2I), as the fused projection hands them over
+    if form == "separate":
+        return first.contiguous(), second.contiguous()
     return (second, first) if form == "gate_second" else (first, second)
+
+
+def is_pair(form):
+    return form in ("separate", "pair")
 
 
 def rel(out, ref):
@@ -66,7 +74,7 @@ def test_forward(shape, dtype, act, form):
     gu = make(shape, dtype)
     before = gu.clone()
     gate, up = halves(gu, form)
-    y = gated_act_fwd(gate, up, act) if form == "pair" else gated_act_fused_fwd(gu, act, form == "gate_first")
+    y = gated_act_fwd(gate, up, act) if is_pair(form) else gated_act_fused_fwd(gu, act, form == "gate_first")
     assert torch.equal(gu, before)  # inputs untouched
     assert y.shape == gate.shape and y.dtype == dtype and y.is_contiguous()
 
@@ -85,7 +93,7 @@ def test_backward(shape, dtype, act, form):
     gate, up = halves(gu, form)
     dy = torch.randn(gate.shape, device=DEVICE).to(dtype)
     before = (gu.clone(), dy.clone())
-    if form == "pair":
+    if is_pair(form):
         dg, du = gated_act_bwd(dy, gate, up, act)
         assert dg.is_contiguous() and du.is_contiguous() and dg.shape == du.shape == gate.shape
     else:
@@ -114,7 +122,8 @@ def test_backward(shape, dtype, act, form):
 
 @pytest.mark.parametrize("act", list(ACTS))
 def test_multi_tile_configs(act):
-    """The 2D grid with ragged row and column blocks (the interpreter's own config covers a row in one block)."""
+    """The 2D grid with ragged row and column blocks (the interpreter's own config covers a row in one block), and
+    the flat grid with a ragged last range."""
     gu = make((19, 1000), torch.bfloat16)
     gate, up = halves(gu, "gate_first")
     dy = torch.randn(gate.shape, device=DEVICE).to(torch.bfloat16)
@@ -125,6 +134,11 @@ def test_multi_tile_configs(act):
         dg, du = gated_act_bwd(dy, gate, up, act, config=config)
         assert torch.equal(dg, dg0) and torch.equal(du, du0)
         assert torch.equal(gated_act_fused_bwd(dy, gu, act, True, config=config), dgu0)
+        # contiguous gate and up: the flat kernels, whose last range is ragged (19 x 1000 is no multiple of a tile)
+        g_c, u_c, dy_c = gate.contiguous(), up.contiguous(), dy.contiguous()
+        assert torch.equal(gated_act_fwd(g_c, u_c, act, config=config), y0)
+        dg, du = gated_act_bwd(dy_c, g_c, u_c, act, config=config)
+        assert torch.equal(dg, dg0) and torch.equal(du, du0)
     assert torch.equal(dgu0, torch.cat([dg0, du0], -1))
 
 

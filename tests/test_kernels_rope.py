@@ -309,6 +309,23 @@ def test_configs_agree():
     assert all(torch.equal(a, b) for a, b in zip(results[1], results[2]))  # deterministic
 
 
+def test_halves_kernels_equal_general():
+    """Rotate-half over the whole head runs the HALVES kernels (each half loaded once); a 4-field config forces the
+    general kernel (partner loaded again). Both spell eager's roundings: bit for bit, also the rstd when its
+    squares are summed over one tile of the head (the general kernel) or two (HALVES) -- the interpreter sums in
+    fp32 either way; on a GPU the order may differ, as in test_configs_agree."""
+    q, k, seq_dim = make_qk(2, 3, 5, 2, 64, BF16, "bshd")
+    cos, sin = make_cos_sin(2, 3, 64, BF16, "sr")
+    wq, wk = (torch.randn(64, device=DEVICE, dtype=BF16) for _ in range(2))
+    for cfg in ((1, 4, 4), (1, 4, 4, False)):
+        got = rope_fwd(q, k, cos, sin, 64, False, seq_dim, config=cfg)
+        got += rope_bwd(*got, cos, sin, 64, False, seq_dim, config=cfg)
+        got += qk_norm_rope_fwd(q, k, wq, wk, 1e-6, "normed", cos, sin, 64, False, seq_dim, config=cfg)[:2]
+        if len(cfg) == 3:
+            halves = got
+    assert all(torch.equal(a, b) for a, b in zip(halves, got))
+
+
 def test_empty():
     for batch, seq in ((0, 4), (2, 0)):
         q, k, seq_dim = make_qk(batch, seq, 4, 2, 64, BF16, "bhsd")

@@ -3,8 +3,8 @@ launchers. act is "silu", "gelu_tanh" (F.gelu(approximate="tanh")) or "gelu" (ex
 
 Layout: gate, up and every output are viewed as rows [M, I] with a row stride each and unit column stride, so the
 two halves of a fused gate_up projection output [M, 2I] are read (and their gradients written) in place, without
-copies or a torch.cat. Programs own 2D tiles [BLOCK_M, BLOCK_N] on a 2D grid, so any I works and short rows still
-give each program enough bytes to move: the kernels are memory bound.
+copies or a torch.cat. Programs own 2D tiles [BLOCK_M, BLOCK_N] (a 1-D grid, column blocks fastest), so any I works
+and short rows still give each program enough bytes to move: the kernels are memory bound.
 
 Numerics reproduce eager PyTorch, which computes act in fp32 and rounds it to the input dtype before the product:
 a = round(act(g)), y = round(a * u). The backward follows eager autograd of that expression: d_a = round(dy * u),
@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from triton.language.extra import libdevice
 
 from .rms_norm import _round, interpreting, wrap_triton
@@ -92,17 +93,27 @@ def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N):
-    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    return rows[:, None], cols[None, :], (rows < M)[:, None] & (cols < N)[None, :]
+def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, FLAT: tl.constexpr):
+    """This program's (rows, cols, mask); element offsets are rows * row_stride + cols.
+    FLAT (every tensor is a contiguous [M, N]): one flat range of BLOCK_M * BLOCK_N elements, returned as cols with
+    rows = 0 -- no per-row masked tail, one add per address. Else a 2-D tile of a 1-D grid, column blocks fastest,
+    so programs running side by side stream neighbouring bytes of one row."""
+    if FLAT:
+        i = tl.program_id(0).to(tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
+        return 0, i, i < numel
+    else:
+        col_blocks = tl.cdiv(N, BLOCK_N)
+        pid = tl.program_id(0)
+        rows = ((pid // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        cols = (pid % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
+        return rows[:, None], cols[None, :], (rows < M)[:, None] & (cols < N)[None, :]
 
 
 # ----------------------------------------------------------------------------------------------------------- kernels
 @triton.jit
-def _fwd_kernel(G, U, Y, M, N, stride_g, stride_u, stride_y, ACT: tl.constexpr,
+def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, FLAT: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N)
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, FLAT)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = Y.dtype.element_ty
@@ -111,13 +122,13 @@ def _fwd_kernel(G, U, Y, M, N, stride_g, stride_u, stride_y, ACT: tl.constexpr,
 
 
 @triton.jit
-def _bwd_kernel(DY, G, U, DG, DU, M, N, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
-                ACT: tl.constexpr, FUSED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                INTERPRET: tl.constexpr):
+def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
+                ACT: tl.constexpr, FUSED: tl.constexpr, FLAT: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     """FUSED: both gradients go into DG, the [M, 2I] gradient of gate_up, at column offsets DG_OFF and DU_OFF (DU is
     not written). One output tensor, not two views of it: a traced launch that writes views of one tensor gets
     them cloned and scattered back by functionalization."""
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N)
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, FLAT)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
@@ -135,16 +146,18 @@ def _bwd_kernel(DY, G, U, DG, DU, M, N, stride_dy, stride_g, stride_u, stride_dg
 
 # --------------------------------------------------------------------------------------------------------- launchers
 def _config(n_cols: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols. GPU: a row piece of 1024 elements per program (4 warps:
-    one 16-byte bf16 vector per thread and tensor), several rows when rows are shorter; measured on an H200 (bf16,
-    16K rows, I = 1000 to 14336): 3.9-4.2 TB/s forward and backward for I >= 4096, 1.2-2.5 TB/s for short rows
-    (I = 96, 1000), where the grid or unaligned widths limit it. Interpreter: few big programs (each costs ~1 ms)."""
+    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols. GPU: 2048-element tiles (two row pieces of 1024, more
+    rows when rows are shorter; FLAT: one range of 2048), 4 warps, i.e. 16 elements per thread and tensor: enough
+    loads in flight to hide the exact expf / IEEE division. H200, bf16 [16384, 11008] silu forward: FLAT 2048
+    245.8 us (1024: 261.6); 2-D (strided halves of gate_up) 2 x 1024 260 us, backward 428 us (4.2 TB/s), 1 x 1024
+    277 / 442 us (scratch experiment, benchmarks/sweep_mlp_rope.py). Short rows (I = 96, 1000) reach only 1.2-2.5
+    TB/s. Interpreter: few big programs (each costs ~1 ms)."""
     block_n = triton.next_power_of_2(max(n_cols, 1))
     if interpreting():
         block_n = min(block_n, 16384)
         return max(1, 32768 // block_n), block_n, 4
     block_n = min(block_n, 1024)
-    return (1 if block_n == 1024 else 4096 // block_n), block_n, 4
+    return (2 if block_n == 1024 else 4096 // block_n), block_n, 4
 
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
@@ -167,15 +180,25 @@ def _split(gu: torch.Tensor, gate_first: bool) -> tuple[torch.Tensor, torch.Tens
     return (first, second) if gate_first else (second, first)
 
 
+def _flat(n, *ts) -> bool:
+    """Whether every [M, n] view is contiguous (row stride n), provably: no guard is added for symbolic sizes."""
+    return all(statically_known_true(t.stride(0) == n) for t in ts)
+
+
+def _grid(m, n, block_m, block_n, flat):
+    return (triton.cdiv(m * n, block_m * block_n) if flat else triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
+
+
 def _launch_fwd(g, u, y, act, config):
     """g, u, y: [M, I] views with unit column stride."""
     m, n = g.shape
     if m == 0 or n == 0:  # M may be symbolic: dynamo specialises 0 and 1, so this adds no guard for M >= 2
         return
     block_m, block_n, num_warps = config or _config(n)
-    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
-    wrap_triton(_fwd_kernel)[grid](g, u, y, m, n, g.stride(0), u.stride(0), y.stride(0), ACT=ACT_CODES[act],
-                                   BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    flat = _flat(n, g, u, y)
+    wrap_triton(_fwd_kernel)[_grid(m, n, block_m, block_n, flat)](
+        g, u, y, m, n, m * n, g.stride(0), u.stride(0), y.stride(0), ACT=ACT_CODES[act], FLAT=flat, BLOCK_M=block_m,
+        BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
 
 
 def _launch_bwd(dy, g, u, dg, du, act, config, offsets=None):
@@ -184,13 +207,14 @@ def _launch_bwd(dy, g, u, dg, du, act, config, offsets=None):
     if m == 0 or n == 0:
         return
     block_m, block_n, num_warps = config or _config(n)
-    grid = (triton.cdiv(m, block_m), triton.cdiv(n, block_n))
     fused = offsets is not None
     du = dy if fused else du
     dg_off, du_off = offsets if fused else (0, 0)
-    wrap_triton(_bwd_kernel)[grid](dy, g, u, dg, du, m, n, dy.stride(0), g.stride(0), u.stride(0), dg.stride(0),
-                                   du.stride(0), dg_off, du_off, ACT=ACT_CODES[act], FUSED=fused, BLOCK_M=block_m,
-                                   BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    flat = not fused and _flat(n, dy, g, u, dg, du)
+    wrap_triton(_bwd_kernel)[_grid(m, n, block_m, block_n, flat)](
+        dy, g, u, dg, du, m, n, m * n, dy.stride(0), g.stride(0), u.stride(0), dg.stride(0), du.stride(0), dg_off,
+        du_off, ACT=ACT_CODES[act], FUSED=fused, FLAT=flat, BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(),
+        num_warps=num_warps)
 
 
 def gated_act_fwd(gate, up, act, config=None):

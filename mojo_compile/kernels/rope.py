@@ -81,6 +81,14 @@ def _rotate(x, xp, c, s, rot, sign, DTYPE: tl.constexpr, ROUND_TERMS: tl.constex
 
 
 @triton.jit
+def _halves(R: tl.constexpr, BLOCK_R: tl.constexpr):
+    """The HALVES layout (rotate-half over the whole head, R == D): column j of the low half pairs with R/2 + j, so
+    a tile of each half is loaded once and each is the other's partner -- no second load, no work done twice."""
+    j = tl.arange(0, BLOCK_R)
+    return j, (j < R // 2)[None, None, :]
+
+
+@triton.jit
 def _rotate_eager(x, xp, c, s, rot, sign, OUT_DTYPE: tl.constexpr, COMPUTE_FP32: tl.constexpr,
                   INTERPRET: tl.constexpr):
     """The forward's roundings: in the output dtype, or in fp32 then cast (`(q * cos + ...).to(q.dtype)` with fp32
@@ -119,37 +127,91 @@ def _rope_heads(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c, s, d, partner, r
 
 
 @triton.jit
+def _rope_heads_halves(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo,
+                       H: tl.constexpr, R: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
+                       BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr, INTERPRET: tl.constexpr):
+    """_rope_heads for the HALVES layout: y_lo = x_lo*c_lo + sign_lo*x_hi*s_lo, y_hi = x_hi*c_hi - sign_lo*x_lo*s_hi."""
+    HALF: tl.constexpr = R // 2
+    for h0 in range(0, H, BLOCK_H):
+        xo, _, mask = _head_tile(x_base, h0, tok_ok, sxh, H, HALF, BLOCK_H, BLOCK_R)
+        x_lo = tl.load(X + xo + j[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        x_hi = tl.load(X + xo + (j + HALF)[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        if BACKWARD:
+            y_lo = _rotate(x_lo, x_hi, c_lo, s_lo, in_half, sign_lo, Y.dtype.element_ty, False, INTERPRET)
+            y_hi = _rotate(x_hi, x_lo, c_hi, s_hi, in_half, -sign_lo, Y.dtype.element_ty, False, INTERPRET)
+        else:
+            y_lo = _rotate_eager(x_lo, x_hi, c_lo, s_lo, in_half, sign_lo, Y.dtype.element_ty, COMPUTE_FP32,
+                                 INTERPRET)
+            y_hi = _rotate_eager(x_hi, x_lo, c_hi, s_hi, in_half, -sign_lo, Y.dtype.element_ty, COMPUTE_FP32,
+                                 INTERPRET)
+        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, HALF, BLOCK_H, BLOCK_R)
+        tl.store(Y + yo + j[None, None, :], y_lo, mask=mask)
+        tl.store(Y + yo + (j + HALF)[None, None, :], y_hi, mask=mask)
+
+
+@triton.jit
 def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
                  sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
                  scb, scs, scd, ssb, sss, ssd,
                  HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr,
                  INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
-                 BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr,
-                 INTERPRET: tl.constexpr):
+                 HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                 BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     """Forward: y = rot(x). BACKWARD: the transpose, dx[d] = dy[d]*c[j] - sign*dy[partner]*s[jp] (fp32, one rounding).
-    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1."""
+    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. HALVES: see _halves (BLOCK_D is
+    then the half's block)."""
     _, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
-    d, rot, j, jp, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
-    c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
-    if BACKWARD:
-        s = _load_row(SN, b, s_idx, jp, tok_ok, rot, ssb, sss, ssd)
-        sign = -sign
+    if HALVES:
+        HALF: tl.constexpr = R // 2
+        j, in_half = _halves(R, BLOCK_D)
+        c_lo = _load_row(C, b, s_idx, j, tok_ok, in_half, scb, scs, scd)
+        c_hi = _load_row(C, b, s_idx, j + HALF, tok_ok, in_half, scb, scs, scd)
+        s_lo = _load_row(SN, b, s_idx, j, tok_ok, in_half, ssb, sss, ssd)
+        s_hi = _load_row(SN, b, s_idx, j + HALF, tok_ok, in_half, ssb, sss, ssd)
+        if BACKWARD:  # dx_lo = dy_lo*c_lo + dy_hi*s_hi, dx_hi = dy_hi*c_hi - dy_lo*s_lo
+            s_lo, s_hi = s_hi, s_lo
+            sign_lo = 1.0
+        else:
+            sign_lo = -1.0
+        _rope_heads_halves(Q, QO, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh,
+                           c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo, HQ, R, BACKWARD, COMPUTE_FP32, BLOCK_HQ,
+                           BLOCK_D, INTERPRET)
+        _rope_heads_halves(K, KO, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph,
+                           c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo, HK, R, BACKWARD, COMPUTE_FP32, BLOCK_HK,
+                           BLOCK_D, INTERPRET)
     else:
-        s = _load_row(SN, b, s_idx, j, tok_ok, rot, ssb, sss, ssd)
-    _rope_heads(Q, QO, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh, c, s, d, partner, rot,
-                sign, HQ, D, BACKWARD, COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
-    _rope_heads(K, KO, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph, c, s, d, partner, rot,
-                sign, HK, D, BACKWARD, COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
+        d, rot, j, jp, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
+        c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
+        if BACKWARD:
+            s = _load_row(SN, b, s_idx, jp, tok_ok, rot, ssb, sss, ssd)
+            sign = -sign
+        else:
+            s = _load_row(SN, b, s_idx, j, tok_ok, rot, ssb, sss, ssd)
+        _rope_heads(Q, QO, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh, c, s, d, partner,
+                    rot, sign, HQ, D, BACKWARD, COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
+        _rope_heads(K, KO, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph, c, s, d, partner,
+                    rot, sign, HK, D, BACKWARD, COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
 
 
 # --------------------------------------------------------------------------------------------- qk-norm + rope fwd
 @triton.jit
-def _rstd_of(x, eps, N: tl.constexpr, TOGETHER: tl.constexpr):
-    """1/rms of each head ([BLOCK_T, BLOCK_H]) or of each token's whole tile ([BLOCK_T, 1])."""
-    ss = tl.sum(x * x, axis=2)
+def _rstd_of(x_sq, eps, N: tl.constexpr, TOGETHER: tl.constexpr):
+    """1/rms of each head ([BLOCK_T, BLOCK_H]) or of each token's whole tile ([BLOCK_T, 1]), from the squares."""
+    ss = tl.sum(x_sq, axis=2)
     if TOGETHER:
         ss = tl.sum(ss, axis=1)[:, None]
     return tl.math.rsqrt(ss / N + eps)
+
+
+@triton.jit
+def _store_rstd(RSTD, x_sq, eps, tok, tok_ok, h, N: tl.constexpr, H: tl.constexpr, TOGETHER: tl.constexpr):
+    """rstd of the tile, stored ([B, S] when TOGETHER, else [B, S, H]); returned as [BLOCK_T, BLOCK_H or 1, 1]."""
+    rstd = _rstd_of(x_sq, eps, N, TOGETHER)
+    if TOGETHER:
+        tl.store(RSTD + tok[:, None], rstd, mask=tok_ok[:, None])
+    else:
+        tl.store(RSTD + tok[:, None] * H + h[None, :], rstd, mask=tok_ok[:, None] & (h < H)[None, :])
+    return rstd[:, :, None]
 
 
 @triton.jit
@@ -167,13 +229,7 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
         w_ok = (h < H)[None, :, None] & (d < D)[None, None, :]
         w = tl.load(W + w_row + d[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
         wp = tl.load(W + w_row + partner[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
-        if TOGETHER:  # rstd [B, S]
-            rstd = _rstd_of(x, eps, H * D, TOGETHER)
-            tl.store(RSTD + tok[:, None], rstd, mask=tok_ok[:, None])
-        else:  # rstd [B, S, H]
-            rstd = _rstd_of(x, eps, D, TOGETHER)
-            tl.store(RSTD + tok[:, None] * H + h[None, :], rstd, mask=tok_ok[:, None] & (h < H)[None, :])
-        rstd = rstd[:, :, None]
+        rstd = _store_rstd(RSTD, x * x, eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
         # The partner shares the head (and so the rstd); both are normalised exactly like the eager norm's output.
         n = _round(_normalise(x, rstd, w, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
         n_p = _round(_normalise(xp, rstd, wp, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
@@ -184,27 +240,74 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
 
 
 @triton.jit
+def _norm_rope_fwd_heads_halves(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, syh, c_lo, c_hi, s_lo, s_hi, j,
+                                in_half, eps, weight_offset, H: tl.constexpr, D: tl.constexpr,
+                                TOGETHER: tl.constexpr, CAST: tl.constexpr, NORM_FP32: tl.constexpr,
+                                COMPUTE_FP32: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr,
+                                INTERPRET: tl.constexpr):
+    """_norm_rope_fwd_heads for the HALVES layout (R == D): each half is loaded and normalised once."""
+    IN_DTYPE: tl.constexpr = X.dtype.element_ty
+    NORM_DTYPE: tl.constexpr = tl.float32 if NORM_FP32 else X.dtype.element_ty
+    HALF: tl.constexpr = D // 2
+    lo = j[None, None, :]
+    for h0 in range(0, H, BLOCK_H):
+        xo, h, mask = _head_tile(x_base, h0, tok_ok, sxh, H, HALF, BLOCK_H, BLOCK_R)
+        x_lo = tl.load(X + xo + lo * sxd, mask=mask, other=0.0).to(tl.float32)
+        x_hi = tl.load(X + xo + (lo + HALF) * sxd, mask=mask, other=0.0).to(tl.float32)
+        w_row = h[None, :, None] * D if TOGETHER else 0
+        w_ok = (h < H)[None, :, None] & in_half
+        w_lo = tl.load(W + w_row + lo, mask=w_ok, other=0.0).to(tl.float32)
+        w_hi = tl.load(W + w_row + lo + HALF, mask=w_ok, other=0.0).to(tl.float32)
+        rstd = _store_rstd(RSTD, x_lo * x_lo + x_hi * x_hi, eps, tok, tok_ok, h, H * D if TOGETHER else D, H,
+                           TOGETHER)
+        n_lo = _round(_normalise(x_lo, rstd, w_lo, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+                      INTERPRET).to(tl.float32)
+        n_hi = _round(_normalise(x_hi, rstd, w_hi, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+                      INTERPRET).to(tl.float32)
+        y_lo = _rotate_eager(n_lo, n_hi, c_lo, s_lo, in_half, -1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+        y_hi = _rotate_eager(n_hi, n_lo, c_hi, s_hi, in_half, 1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, HALF, BLOCK_H, BLOCK_R)
+        tl.store(Y + yo + lo, y_lo, mask=mask)
+        tl.store(Y + yo + lo + HALF, y_hi, mask=mask)
+
+
+@triton.jit
 def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset,
                           sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
                           scb, scs, scd, ssb, sss, ssd,
                           HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
                           ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
                           CAST: tl.constexpr, Q_NORM_FP32: tl.constexpr, K_NORM_FP32: tl.constexpr,
-                          Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr,
+                          Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
                           BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
                           BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+    """HALVES: see _halves (BLOCK_D is then the half's block)."""
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
     tok, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
-    d, rot, j, _, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
-    c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
-    s = _load_row(SN, b, s_idx, j, tok_ok, rot, ssb, sss, ssd)
-    _norm_rope_fwd_heads(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh,
-                         c, s, d, partner, rot, sign, eps, weight_offset, HQ, D, TOGETHER, CAST, Q_NORM_FP32,
-                         Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
-    _norm_rope_fwd_heads(K, KO, WK, RK, tok, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph,
-                         c, s, d, partner, rot, sign, eps, weight_offset, HK, D, TOGETHER, CAST, K_NORM_FP32,
-                         K_COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
+    if HALVES:
+        HALF: tl.constexpr = R // 2
+        j, in_half = _halves(R, BLOCK_D)
+        c_lo = _load_row(C, b, s_idx, j, tok_ok, in_half, scb, scs, scd)
+        c_hi = _load_row(C, b, s_idx, j + HALF, tok_ok, in_half, scb, scs, scd)
+        s_lo = _load_row(SN, b, s_idx, j, tok_ok, in_half, ssb, sss, ssd)
+        s_hi = _load_row(SN, b, s_idx, j + HALF, tok_ok, in_half, ssb, sss, ssd)
+        _norm_rope_fwd_heads_halves(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh,
+                                    sqd, soh, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HQ, D,
+                                    TOGETHER, CAST, Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
+        _norm_rope_fwd_heads_halves(K, KO, WK, RK, tok, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh,
+                                    skd, sph, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HK, D,
+                                    TOGETHER, CAST, K_NORM_FP32, K_COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
+    else:
+        d, rot, j, _, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
+        c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
+        s = _load_row(SN, b, s_idx, j, tok_ok, rot, ssb, sss, ssd)
+        _norm_rope_fwd_heads(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd,
+                             soh, c, s, d, partner, rot, sign, eps, weight_offset, HQ, D, TOGETHER, CAST,
+                             Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
+        _norm_rope_fwd_heads(K, KO, WK, RK, tok, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd,
+                             sph, c, s, d, partner, rot, sign, eps, weight_offset, HK, D, TOGETHER, CAST,
+                             K_NORM_FP32, K_COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
 
 
 # -------------------------------------------------------------------------------------------- qk-norm + rope bwd
@@ -309,15 +412,15 @@ def _check_rotary(head_dim: int, rotary_dim: int) -> None:
         raise ValueError(f"mojo rope: rotary_dim {rotary_dim} must be even and within the head dim {head_dim}")
 
 
-def _config(hq: int, hk: int, d: int, together: bool, config=None):
-    """(BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, num_warps). A tile holds ~4K elements on a GPU (a few tokens of a
-    small model, one token of a large one, head chunks when one token's heads exceed that), ~64K in the interpreter,
-    where each program costs ~1 ms but wide numpy ops are cheap. Checked on an H200 for one shape only.
-    `config` = (BLOCK_T, BLOCK_H, num_warps) overrides it; BLOCK_H (a power of 2) caps the head chunk, except when
-    the norm spans all heads of a token, which must then share one tile."""
+def _config(hq: int, hk: int, d: int, together: bool, config=None, gpu_budget: int = 4096):
+    """(BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, num_warps). A tile holds ~gpu_budget elements on a GPU (a few tokens
+    of a small model, one token of a large one, head chunks when one token's heads exceed that), ~64K in the
+    interpreter, where each program costs ~1 ms but wide numpy ops are cheap. Swept on an H200 for one shape
+    (benchmarks/sweep_mlp_rope.py). `config` = (BLOCK_T, BLOCK_H, num_warps) overrides it; BLOCK_H (a power of 2)
+    caps the head chunk, except when the norm spans all heads of a token, which must then share one tile."""
     block_d = triton.next_power_of_2(max(d, 1))
-    budget = 65536 if interpreting() else 4096
-    block_t, cap, num_warps = config if config is not None else (None, max(1, budget // block_d), None)
+    budget = 65536 if interpreting() else gpu_budget
+    block_t, cap, num_warps = config[:3] if config is not None else (None, max(1, budget // block_d), None)
     block_hq, block_hk = (triton.next_power_of_2(max(h, 1)) for h in (hq, hk))
     if not together:
         block_hq, block_hk = min(block_hq, cap), min(block_hk, cap)
@@ -326,6 +429,14 @@ def _config(hq: int, hk: int, d: int, together: bool, config=None):
         block_t = max(1, budget // widest)
         num_warps = 4 if widest <= 4096 else 8  # H200, rope fwd, 32 + 8 heads of 128: 4 warps 3.8 TB/s, 8 warps 3.1
     return block_t, block_hq, block_hk, block_d, num_warps
+
+
+def _use_halves(d: int, rotary_dim: int, interleaved: bool, config) -> bool:
+    """The HALVES kernels (see _halves) serve rotate-half over the whole head, unless a 4-field config asks for the
+    general kernel (the sweep compares the two)."""
+    if config is not None and len(config) > 3 and not config[3]:
+        return False
+    return not interleaved and rotary_dim == d and d > 0
 
 
 def _strides(t):
@@ -353,13 +464,15 @@ def _rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, out_dty
     k_out = torch.empty(k.shape, dtype=out_dtypes[1], device=k.device)
     qo4, ko4 = _bshd(q_out, seq_dim), _bshd(k_out, seq_dim)
     block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, False, config)
+    halves = _use_halves(d, rotary_dim, interleaved, config)
     tokens = batch * seq
     wrap_triton(_rope_kernel)[(triton.cdiv(tokens, block_t),)](
         q4, k4, qo4, ko4, c3, s3, tokens, seq, *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3],
         *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
-        BACKWARD=backward, COMPUTE_FP32=compute_fp32, BLOCK_T=block_t, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-        BLOCK_D=block_d, INTERPRET=interpreting(), num_warps=num_warps, enable_fp_fusion=False)
+        BACKWARD=backward, COMPUTE_FP32=compute_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
+        BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
+        num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out
 
 
@@ -422,14 +535,15 @@ def qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, 
     rstd_k = torch.empty((batch, seq) if norm_heads_together else (batch, seq, hk), dtype=torch.float32,
                          device=q.device)
     block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, norm_heads_together, config)
+    halves = _use_halves(d, rotary_dim, interleaved, config)
     tokens = batch * seq
     wrap_triton(_norm_rope_fwd_kernel)[(triton.cdiv(tokens, block_t),)](
         q4, k4, qo4, ko4, q_weight, k_weight, rstd_q, rstd_k, c3, s3, tokens, seq, eps, weight_offset,
         *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3], *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
         TOGETHER=norm_heads_together, CAST=CAST_CODES[cast], Q_NORM_FP32=nq != q.dtype, K_NORM_FP32=nk != k.dtype,
-        Q_COMPUTE_FP32=q_fp32, K_COMPUTE_FP32=k_fp32,
-        BLOCK_T=block_t, BLOCK_HQ=block_hq, BLOCK_HK=block_hk, BLOCK_D=block_d, INTERPRET=interpreting(),
+        Q_COMPUTE_FP32=q_fp32, K_COMPUTE_FP32=k_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
+        BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
         num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out, rstd_q, rstd_k
 
@@ -448,10 +562,12 @@ def qk_norm_rope_bwd(grad_q_out, grad_k_out, q, k, q_weight, k_weight, q_rstd, k
     grad_q = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     grad_k = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dq4, dk4 = _bshd(grad_q, seq_dim), _bshd(grad_k, seq_dim)
+    # H200, Qwen3 q 32 / k 8 heads of 128, 16384 tokens: 16 heads a tile and 16 tokens a program take 215 us, the
+    # forward's 32 heads and 8 tokens 245 us (the backward holds more values per element).
     block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, norm_heads_together,
-                                                              config[:3] if config is not None else None)
-    # A few token blocks per program on a GPU, so there are few weight-grad partials; one in the interpreter.
-    steps = config[3] if config is not None else (1 if interpreting() else 8)
+                                                              config[:3] if config is not None else None, 2048)
+    # Several token blocks per program on a GPU, so there are few weight-grad partials; one in the interpreter.
+    steps = config[3] if config is not None else (1 if interpreting() else 16)
     tokens_per_program = block_t * steps
     tokens = batch * seq
     programs = triton.cdiv(tokens, tokens_per_program)
