@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from conftest import DEVICE, KERNEL_TARGET_OK
 
+from mojo_compile.kernels import gated_act as gated_act_kernels
 from mojo_compile.kernels.gated_act import gated_act_bwd, gated_act_fused_bwd, gated_act_fused_fwd, gated_act_fwd
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
@@ -120,26 +121,39 @@ def test_backward(shape, dtype, act, form):
         assert_eager_rounding(dg, dg_ref, dg32, DELTA * da.abs() * (1 + gate.float().abs()), act)
 
 
+@pytest.mark.parametrize("layout", ["chosen", "tiles"])
 @pytest.mark.parametrize("act", list(ACTS))
-def test_multi_tile_configs(act):
-    """The 2D grid with ragged row and column blocks (the interpreter's own config covers a row in one block), and
-    the flat grid with a ragged last range."""
+def test_multi_tile_configs(act, layout, monkeypatch):
+    """Small tiles give the default's results bit for bit, in every layout: the flat ones with a ragged last range
+    (contiguous tensors; strided halves split by their width) and -- forced here, chosen only for symbolic widths
+    or huge tensors -- the 2-D grid with ragged row and column blocks."""
     gu = make((19, 1000), torch.bfloat16)
     gate, up = halves(gu, "gate_first")
     dy = torch.randn(gate.shape, device=DEVICE).to(torch.bfloat16)
     y0, (dg0, du0), dgu0 = (gated_act_fwd(gate, up, act), gated_act_bwd(dy, gate, up, act),
                             gated_act_fused_bwd(dy, gu, act, True))
-    for config in [(4, 256, 4), (8, 512, 2)]:
+    assert torch.equal(dgu0, torch.cat([dg0, du0], -1))
+    if layout == "tiles":
+        monkeypatch.setattr(gated_act_kernels, "_layout", lambda *args: gated_act_kernels.TILES)
+    for config in [None, (4, 256, 4), (8, 512, 2)]:
         assert torch.equal(gated_act_fused_fwd(gu, act, True, config=config), y0)
         dg, du = gated_act_bwd(dy, gate, up, act, config=config)
         assert torch.equal(dg, dg0) and torch.equal(du, du0)
         assert torch.equal(gated_act_fused_bwd(dy, gu, act, True, config=config), dgu0)
-        # contiguous gate and up: the flat kernels, whose last range is ragged (19 x 1000 is no multiple of a tile)
         g_c, u_c, dy_c = gate.contiguous(), up.contiguous(), dy.contiguous()
         assert torch.equal(gated_act_fwd(g_c, u_c, act, config=config), y0)
         dg, du = gated_act_bwd(dy_c, g_c, u_c, act, config=config)
         assert torch.equal(dg, dg0) and torch.equal(du, du0)
-    assert torch.equal(dgu0, torch.cat([dg0, du0], -1))
+
+
+def test_layout_choice():
+    """Contiguous tensors run flat; the strided halves of gate_up flat by their static width; 2-D tiles otherwise."""
+    gu = make((6, 40), torch.bfloat16)
+    gate, up = halves(gu, "gate_first")
+    layout = gated_act_kernels._layout
+    assert layout(6, 40, gate.contiguous(), up.contiguous()) == gated_act_kernels.FLAT_CONTIGUOUS
+    assert layout(6, 40, gate, up) == gated_act_kernels.FLAT_ROWS
+    assert layout(2**22, 2**10, gate, up) == gated_act_kernels.TILES  # the flat index would pass int32
 
 
 def test_other_layouts():

@@ -93,14 +93,20 @@ def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, FLAT: tl.constexpr):
-    """This program's (rows, cols, mask); element offsets are rows * row_stride + cols.
-    FLAT (every tensor is a contiguous [M, N]): one flat range of BLOCK_M * BLOCK_N elements, returned as cols with
-    rows = 0 -- no per-row masked tail, one add per address. Else a 2-D tile of a 1-D grid, column blocks fastest,
-    so programs running side by side stream neighbouring bytes of one row."""
-    if FLAT:
+def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, LAYOUT: tl.constexpr, WIDTH: tl.constexpr):
+    """This program's (rows, cols, mask); element offsets are rows * row_stride + cols. Flat layouts take one range
+    of BLOCK_M * BLOCK_N elements of the row-major [M, N] (no masked tail per row):
+      FLAT_CONTIGUOUS  every tensor is contiguous: rows = 0, cols = the flat index -- one add per address;
+      FLAT_ROWS        strided rows (the halves of gate_up): row and column from the flat index by the compile-time
+                       WIDTH = N (a multiply-shift, int32: numel < 2**31);
+      TILES            2-D tiles of a 1-D grid, column blocks fastest (any size, any stride)."""
+    if LAYOUT == 1:
         i = tl.program_id(0).to(tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
         return 0, i, i < numel
+    elif LAYOUT == 2:
+        i = tl.program_id(0) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
+        rows = i // WIDTH
+        return rows.to(tl.int64), i - rows * WIDTH, i < numel
     else:
         col_blocks = tl.cdiv(N, BLOCK_N)
         pid = tl.program_id(0)
@@ -111,9 +117,9 @@ def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, FLAT: tl.co
 
 # ----------------------------------------------------------------------------------------------------------- kernels
 @triton.jit
-def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, FLAT: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, FLAT)
+def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, LAYOUT: tl.constexpr,
+                WIDTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = Y.dtype.element_ty
@@ -123,12 +129,12 @@ def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.cons
 
 @triton.jit
 def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
-                ACT: tl.constexpr, FUSED: tl.constexpr, FLAT: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                ACT: tl.constexpr, FUSED: tl.constexpr, LAYOUT: tl.constexpr, WIDTH: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     """FUSED: both gradients go into DG, the [M, 2I] gradient of gate_up, at column offsets DG_OFF and DU_OFF (DU is
     not written). One output tensor, not two views of it: a traced launch that writes views of one tensor gets
     them cloned and scattered back by functionalization."""
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, FLAT)
+    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
@@ -146,12 +152,12 @@ def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, st
 
 # --------------------------------------------------------------------------------------------------------- launchers
 def _config(n_cols: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols. GPU: 2048-element tiles (two row pieces of 1024, more
-    rows when rows are shorter; FLAT: one range of 2048), 4 warps, i.e. 16 elements per thread and tensor: enough
-    loads in flight to hide the exact expf / IEEE division. H200, bf16 [16384, 11008] silu forward: FLAT 2048
-    245.8 us (1024: 261.6); 2-D (strided halves of gate_up) 2 x 1024 260 us, backward 428 us (4.2 TB/s), 1 x 1024
-    277 / 442 us (scratch experiment, benchmarks/sweep_mlp_rope.py). Short rows (I = 96, 1000) reach only 1.2-2.5
-    TB/s. Interpreter: few big programs (each costs ~1 ms)."""
+    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols. GPU: 2048-element tiles (flat layouts: one range of 2048;
+    TILES: two row pieces of 1024, more rows when rows are shorter), 4 warps, i.e. 16 elements per thread and
+    tensor: enough loads in flight to hide the exact expf / IEEE division. H200, bf16 [16384, 11008] silu forward:
+    FLAT_CONTIGUOUS 245.8 us (1024-element ranges: 261.6), FLAT_ROWS on the halves of gate_up 247.4, TILES 2 x 1024
+    259-260 (1 x 1024: 277); backward TILES 2 x 1024 428 us (scratch experiments, benchmarks/sweep_mlp_rope.py).
+    Short rows (I = 96, 1000) reached only 1.2-2.5 TB/s as TILES. Interpreter: few big programs (~1 ms each)."""
     block_n = triton.next_power_of_2(max(n_cols, 1))
     if interpreting():
         block_n = min(block_n, 16384)
@@ -180,13 +186,27 @@ def _split(gu: torch.Tensor, gate_first: bool) -> tuple[torch.Tensor, torch.Tens
     return (first, second) if gate_first else (second, first)
 
 
-def _flat(n, *ts) -> bool:
-    """Whether every [M, n] view is contiguous (row stride n), provably: no guard is added for symbolic sizes."""
-    return all(statically_known_true(t.stride(0) == n) for t in ts)
+TILES, FLAT_CONTIGUOUS, FLAT_ROWS = 0, 1, 2  # see _tile
 
 
-def _grid(m, n, block_m, block_n, flat):
-    return (triton.cdiv(m * n, block_m * block_n) if flat else triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
+def _layout(m, n, *ts) -> int:
+    """FLAT_CONTIGUOUS if every [m, n] view has row stride n, else FLAT_ROWS if n is static and the flat index fits
+    int32, else TILES. Decided only on what is provable: no guard is added for symbolic sizes."""
+    if all(statically_known_true(t.stride(0) == n) for t in ts):
+        return FLAT_CONTIGUOUS
+    if isinstance(n, int) and statically_known_true(m * n < 2**31 - 2**20):
+        return FLAT_ROWS
+    return TILES
+
+
+def _launch(kernel, m, n, tensors, strides, config, **flags):
+    block_m, block_n, num_warps = config or _config(n)
+    layout = _layout(m, n, *tensors)
+    grid = (triton.cdiv(m * n, block_m * block_n) if layout != TILES
+            else triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
+    wrap_triton(kernel)[grid](*tensors, m, n, m * n, *strides, **flags, LAYOUT=layout,
+                              WIDTH=n if layout == FLAT_ROWS else 0, BLOCK_M=block_m, BLOCK_N=block_n,
+                              INTERPRET=interpreting(), num_warps=num_warps)
 
 
 def _launch_fwd(g, u, y, act, config):
@@ -194,11 +214,7 @@ def _launch_fwd(g, u, y, act, config):
     m, n = g.shape
     if m == 0 or n == 0:  # M may be symbolic: dynamo specialises 0 and 1, so this adds no guard for M >= 2
         return
-    block_m, block_n, num_warps = config or _config(n)
-    flat = _flat(n, g, u, y)
-    wrap_triton(_fwd_kernel)[_grid(m, n, block_m, block_n, flat)](
-        g, u, y, m, n, m * n, g.stride(0), u.stride(0), y.stride(0), ACT=ACT_CODES[act], FLAT=flat, BLOCK_M=block_m,
-        BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    _launch(_fwd_kernel, m, n, (g, u, y), (g.stride(0), u.stride(0), y.stride(0)), config, ACT=ACT_CODES[act])
 
 
 def _launch_bwd(dy, g, u, dg, du, act, config, offsets=None):
@@ -206,15 +222,11 @@ def _launch_bwd(dy, g, u, dg, du, act, config, offsets=None):
     m, n = g.shape
     if m == 0 or n == 0:
         return
-    block_m, block_n, num_warps = config or _config(n)
     fused = offsets is not None
     du = dy if fused else du
     dg_off, du_off = offsets if fused else (0, 0)
-    flat = not fused and _flat(n, dy, g, u, dg, du)
-    wrap_triton(_bwd_kernel)[_grid(m, n, block_m, block_n, flat)](
-        dy, g, u, dg, du, m, n, m * n, dy.stride(0), g.stride(0), u.stride(0), dg.stride(0), du.stride(0), dg_off,
-        du_off, ACT=ACT_CODES[act], FUSED=fused, FLAT=flat, BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(),
-        num_warps=num_warps)
+    strides = (dy.stride(0), g.stride(0), u.stride(0), dg.stride(0), du.stride(0), dg_off, du_off)
+    _launch(_bwd_kernel, m, n, (dy, g, u, dg, du), strides, config, ACT=ACT_CODES[act], FUSED=fused)
 
 
 def gated_act_fwd(gate, up, act, config=None):
