@@ -20,13 +20,11 @@ the case's own reference tensors, so they stay tight where attention is peaked a
   p_sink (eps |delta| + delta's error above), plus the rounding to the sink's dtype.
 """
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 from conftest import DEVICE, KERNEL_TARGET_OK  # sets TRITON_INTERPRET=1 before the kernels are defined
+from hopper import compile_for_hopper
 
 from mojo_compile.kernels.attention import attention_bwd, attention_fwd
 
@@ -329,40 +327,23 @@ def test_empty():
         assert (dq == 0).all() and (dsinks == 0).all()  # delta = dO . O = 0 on sink-only rows
 
 
-# Compiles the kernels for Hopper in a process with the interpreter off (its kernels are not compilable objects).
-_COMPILE_SCRIPT = r"""
-import sys
-import triton
-try:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-except ImportError:
-    print("SKIP: no Triton compiler API"); sys.exit(0)
+_COMPILE_BODY = r"""
+import torch
 from mojo_compile.kernels import attention as A
 
 STATS = {"LSE", "DELTA", "RNORM", "PSINK", "SINKS"}
 FLOATS = {"scale", "softcap"}
 NOT_DIV16 = {"window", "S_q", "S_kv"}  # what a launch leaves unspecialised; strides and pointers: multiples of 16
 
-def compile_kernel(fn, dtype, mask_dtype, consts, num_warps, num_stages):
-    consts = dict(consts, smk=1)  # a launch with a unit stride makes it a constant
-    sig, attrs = {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in consts:
-            sig[name] = "constexpr"
-            continue
-        if name.isupper():
-            sig[name] = "*" + ("fp32" if name in STATS else "i32" if name == "QPOS" else
-                               mask_dtype if name == "MASK" else dtype)
-        else:
-            sig[name] = "fp32" if name in FLOATS else "i32"
-        if name not in FLOATS and name not in NOT_DIV16:
-            attrs[(i,)] = [["tt.divisibility", 16]]
-    consts = {k: v for k, v in consts.items() if k in fn.arg_names}
-    src = ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs)
-    triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, num_stages=num_stages))
 
-import torch
+def compile_attention(fn, mask_dtype, consts, num_warps, num_stages):
+    names = fn.arg_names
+    pointers = {n: "fp32" if n in STATS else "i32" if n == "QPOS" else mask_dtype if n == "MASK" else "bf16"
+                for n in names if n.isupper()}
+    compile_kernel(fn, dict(consts, smk=1), pointers, FLOATS, set(names) - FLOATS - NOT_DIV16, num_warps,
+                   num_stages)  # a launch with a unit mask stride makes it a constant
+
+
 for d, flags, mask_dtype in ((80, dict(HAS_WINDOW=True, HAS_SOFTCAP=True, HAS_QPOS=True, MASK_KIND=2, HAS_SINKS=True),
                               "bf16"),
                              (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=1,
@@ -370,21 +351,11 @@ for d, flags, mask_dtype in ((80, dict(HAS_WINDOW=True, HAS_SOFTCAP=True, HAS_QP
     base = dict(HQ=32, HKV=8, D=d, CAUSAL=True, BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
     for kind, fn in (("fwd", A._fwd_kernel), ("dq", A._bwd_dq_kernel), ("dkdv", A._bwd_dkdv_kernel)):
         bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=True)
-        compile_kernel(fn, "bf16", mask_dtype, dict(base, BLOCK_M=bm, BLOCK_N=bn), warps, stages)
-        print("compiled", kind, d, flush=True)
+        compile_attention(fn, mask_dtype, dict(base, BLOCK_M=bm, BLOCK_N=bn), warps, stages)
 """
 
 
 def test_compiles_for_hopper():
-    """The interpreter cannot see GPU-only compile errors (layouts, dot shapes, shared memory): compile the three
-    kernels for sm_90 through ptxas, without launching, in their heaviest variants (every feature, D = 80; bool
-    mask, D = 128), in a fresh process with the interpreter off."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_DEFAULT_FP_FUSION"] = "1"  # silences triton 3.9's notice; the default either way
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, cwd=root, capture_output=True, text=True,
-                       timeout=600)
-    if r.returncode == 0 and r.stdout.startswith("SKIP"):
-        pytest.skip(r.stdout.strip())
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
-    assert r.stdout.count("compiled") == 6
+    """The three kernels compile for sm_90 (tests/hopper.py) in their heaviest variants: every feature, D = 80;
+    bool mask, D = 128."""
+    compile_for_hopper(_COMPILE_BODY, 6)

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import DEVICE, KERNEL_TARGET_OK
+from hopper import compile_for_hopper
 
 from mojo_compile.kernels import gated_act as gated_act_kernels
 from mojo_compile.kernels.gated_act import gated_act_bwd, gated_act_fused_bwd, gated_act_fused_fwd, gated_act_fwd
@@ -187,3 +188,22 @@ def test_bad_arguments():
         gated_act_fused_fwd(gu[:, :9], "silu", True)  # odd width
     with pytest.raises(ValueError):
         gated_act_fwd(gu[:, :5], gu[:, 5:].half(), "silu")  # dtype mismatch
+
+
+_COMPILE_BODY = r"""
+from mojo_compile.kernels import gated_act as G
+
+for act in G.ACT_CODES.values():
+    for layout in (G.TILES, G.FLAT_CONTIGUOUS, G.FLAT_ROWS):
+        consts = dict(ACT=act, LAYOUT=layout, WIDTH=11008 if layout == G.FLAT_ROWS else 0, BLOCK_M=2, BLOCK_N=1024,
+                      INTERPRET=False)
+        compile_kernel(G._fwd_kernel, consts, dict(G="bf16", U="bf16", Y="bf16"))
+        compile_kernel(G._bwd_kernel, dict(consts, FUSED=layout == G.FLAT_ROWS),
+                       {n: "bf16" for n in ("DY", "G", "U", "DG", "DU")})
+"""
+
+
+def test_compiles_for_hopper():
+    """Forward and backward compile for sm_90 (tests/hopper.py) for every activation (libdevice exp / tanh / erf)
+    in every layout."""
+    compile_for_hopper(_COMPILE_BODY, 18)

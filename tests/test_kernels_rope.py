@@ -6,6 +6,7 @@ import itertools
 import pytest
 import torch
 from conftest import DEVICE, KERNEL_TARGET_OK  # sets TRITON_INTERPRET=1 before the kernels are defined
+from hopper import compile_for_hopper
 
 from mojo_compile.kernels.rope import qk_norm_rope_bwd, qk_norm_rope_fwd, rope_bwd, rope_fwd
 
@@ -340,3 +341,37 @@ def test_empty():
         dq, dk, dwq, dwk = qk_norm_rope_bwd(q_out, k_out, q, k, w, w, rq, rk, "normed", cos, sin, 64, False, seq_dim)
         assert dq.shape == q.shape and dk.shape == k.shape
         assert torch.equal(dwq, torch.zeros_like(w)) and torch.equal(dwk, torch.zeros_like(w))
+
+
+_COMPILE_BODY = r"""
+from mojo_compile.kernels import rope as R
+
+FP32 = {"RQ", "RK", "DWQ", "DWK"}  # rstd and weight-grad partials
+INTS = {"T", "S"}
+
+
+def compile_rope(fn, consts, floats=()):
+    pointers = {n: "fp32" if n in FP32 else "bf16" for n in fn.arg_names if n.isupper() and n not in INTS}
+    compile_kernel(fn, dict(consts, INTERPRET=False), pointers, floats, enable_fp_fusion=False)
+
+
+qwen = dict(HQ=32, HK=8, D=128, R=128, ROT_START=0, INTERLEAVED=False, BLOCK_T=1, BLOCK_HQ=32, BLOCK_HK=8)
+partial = dict(qwen, HQ=5, HK=3, D=80, R=40, ROT_START=40, INTERLEAVED=True, BLOCK_T=2, BLOCK_HQ=8, BLOCK_HK=4)
+norm = dict(CAST=0, Q_NORM_FP32=False, K_NORM_FP32=True, Q_COMPUTE_FP32=False, K_COMPUTE_FP32=True)
+scalars = ("eps", "weight_offset")
+for shape, halves in ((qwen, True), (partial, False)):
+    block_d = 64 if halves else 128
+    for backward in (False, True):
+        compile_rope(R._rope_kernel, dict(shape, HALVES=halves, BACKWARD=backward, COMPUTE_FP32=False,
+                                          BLOCK_D=block_d))
+    for together in (False, True):
+        compile_rope(R._norm_rope_fwd_kernel, dict(shape, **norm, HALVES=halves, TOGETHER=together, BLOCK_D=block_d,
+                                                   BLOCK_HQ=32 if together else shape["BLOCK_HQ"]), scalars)
+    compile_rope(R._norm_rope_bwd_kernel, dict(shape, TOGETHER=False, CAST=0, BLOCK_D=128), scalars)
+"""
+
+
+def test_compiles_for_hopper():
+    """The RoPE and qk-norm + RoPE kernels compile for sm_90 (tests/hopper.py): the HALVES kernels at Qwen3's shape,
+    the general ones interleaved and partial (rotating the last dims), norms per head and over all heads."""
+    compile_for_hopper(_COMPILE_BODY, 10)

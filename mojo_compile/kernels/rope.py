@@ -81,11 +81,17 @@ def _rotate(x, xp, c, s, rot, sign, DTYPE: tl.constexpr, ROUND_TERMS: tl.constex
 
 
 @triton.jit
-def _halves(R: tl.constexpr, BLOCK_R: tl.constexpr):
+def _halves(C, SN, b, s, tok_ok, scb, scs, scd, ssb, sss, ssd, R: tl.constexpr, BLOCK_R: tl.constexpr):
     """The HALVES layout (rotate-half over the whole head, R == D): column j of the low half pairs with R/2 + j, so
-    a tile of each half is loaded once and each is the other's partner -- no second load, no work done twice."""
+    a tile of each half is loaded once and each is the other's partner -- no second load, no work done twice.
+    Returns j, the in-half mask and cos / sin of both halves."""
     j = tl.arange(0, BLOCK_R)
-    return j, (j < R // 2)[None, None, :]
+    in_half = (j < R // 2)[None, None, :]
+    c_lo = _load_row(C, b, s, j, tok_ok, in_half, scb, scs, scd)
+    c_hi = _load_row(C, b, s, j + R // 2, tok_ok, in_half, scb, scs, scd)
+    s_lo = _load_row(SN, b, s, j, tok_ok, in_half, ssb, sss, ssd)
+    s_hi = _load_row(SN, b, s, j + R // 2, tok_ok, in_half, ssb, sss, ssd)
+    return j, in_half, c_lo, c_hi, s_lo, s_hi
 
 
 @triton.jit
@@ -162,12 +168,8 @@ def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
     then the half's block)."""
     _, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
-        HALF: tl.constexpr = R // 2
-        j, in_half = _halves(R, BLOCK_D)
-        c_lo = _load_row(C, b, s_idx, j, tok_ok, in_half, scb, scs, scd)
-        c_hi = _load_row(C, b, s_idx, j + HALF, tok_ok, in_half, scb, scs, scd)
-        s_lo = _load_row(SN, b, s_idx, j, tok_ok, in_half, ssb, sss, ssd)
-        s_hi = _load_row(SN, b, s_idx, j + HALF, tok_ok, in_half, ssb, sss, ssd)
+        j, in_half, c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, tok_ok, scb, scs, scd, ssb, sss, ssd, R,
+                                                     BLOCK_D)
         if BACKWARD:  # dx_lo = dy_lo*c_lo + dy_hi*s_hi, dx_hi = dy_hi*c_hi - dy_lo*s_lo
             s_lo, s_hi = s_hi, s_lo
             sign_lo = 1.0
@@ -286,12 +288,8 @@ def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight
     weight_offset = tl.cast(weight_offset, tl.float32)
     tok, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
-        HALF: tl.constexpr = R // 2
-        j, in_half = _halves(R, BLOCK_D)
-        c_lo = _load_row(C, b, s_idx, j, tok_ok, in_half, scb, scs, scd)
-        c_hi = _load_row(C, b, s_idx, j + HALF, tok_ok, in_half, scb, scs, scd)
-        s_lo = _load_row(SN, b, s_idx, j, tok_ok, in_half, ssb, sss, ssd)
-        s_hi = _load_row(SN, b, s_idx, j + HALF, tok_ok, in_half, ssb, sss, ssd)
+        j, in_half, c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, tok_ok, scb, scs, scd, ssb, sss, ssd, R,
+                                                     BLOCK_D)
         _norm_rope_fwd_heads_halves(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh,
                                     sqd, soh, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HQ, D,
                                     TOGETHER, CAST, Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
