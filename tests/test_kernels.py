@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from conftest import DEVICE, KERNEL_TARGET_OK
+from hopper import compile_for_hopper
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
@@ -122,3 +123,27 @@ def test_empty_rows():
     x = torch.randn(0, 64, device=DEVICE, dtype=torch.bfloat16)
     y, rstd = mojo.rms_norm(x, None, 1e-6, 0.0, "output", "ttx")
     assert y.shape == (0, 64) and rstd.shape == (0,)
+
+
+_COMPILE_BODY = r"""
+from mojo_compile.kernels import rms_norm as K
+
+
+def compile_norm(fn, consts):
+    pointers = {n: "fp32" if n in ("RSTD", "DW") else "bf16" for n in fn.arg_names
+                if n.isupper() and n not in ("M", "N")}
+    compile_kernel(fn, dict(consts, INTERPRET=False), pointers, ("eps", "weight_offset"), num_warps=8)
+
+
+for cast in (0, 1, 2):  # "normed", "output", "rstd"
+    norm = dict(HAS_W=True, CAST=cast, BLOCK_N=4096)
+    compile_norm(K._fwd_rows_kernel, dict(norm, HAS_RES=True, BLOCK_M=4, EVICT=True))
+    compile_norm(K._fwd_loop_kernel, dict(norm, HAS_RES=True))
+    compile_norm(K._bwd_rows_kernel, dict(norm, HAS_DRES=True, WEIGHT_GRAD=True, BLOCK_M=2))
+    compile_norm(K._bwd_loop_kernel, dict(norm, HAS_DRES=True, WEIGHT_GRAD=True))
+"""
+
+
+def test_compiles_for_hopper():
+    """The four RMSNorm kernels compile for sm_90 (tests/hopper.py) with a residual and a weight, in every cast."""
+    compile_for_hopper(_COMPILE_BODY, 12)

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 from conftest import DEVICE, KERNEL_TARGET_OK  # sets TRITON_INTERPRET=1 before the kernels are defined
+from hopper import compile_for_hopper
 
 from mojo_compile.kernels.attention_decode import attention_decode, default_num_splits
 
@@ -314,3 +315,32 @@ def test_reference_sanity():
     expected = torch.tensor([w[1], w[0] + w[1]], dtype=torch.float64) / den  # w1 * (0, 1) + w2 * (1, 1)
     torch.testing.assert_close(out[0, 0, 0], expected, rtol=1e-12, atol=0)
     assert abs(lse.item() - math.log(den)) < 1e-12
+
+
+_COMPILE_BODY = r"""
+import torch
+from mojo_compile.kernels import attention_decode as A
+
+FLOATS = ("qk_scale", "cap_in", "cap_out")
+heavy = dict(CAUSAL=True, WINDOWED=True, SOFTCAP=True, HAS_QPOS=True, MASK_KIND=2, HAS_SINK=True, DIRECT=False)
+plain = dict(CAUSAL=True, WINDOWED=False, SOFTCAP=False, HAS_QPOS=True, MASK_KIND=1, HAS_SINK=False, DIRECT=True)
+for d, flags in ((80, heavy), (128, plain)):
+    block_n, num_warps, num_stages = A._config(d, torch.bfloat16, 16)
+    consts = dict(HQ=32, SQ=1, GROUP=4, D=d, ROW_CHUNKS=1, DOT_PRECISION="tf32", BLOCK_M=16, BLOCK_N=block_n,
+                  BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
+    work = "bf16" if flags["DIRECT"] else "fp32"  # the outputs, or the fp32 partials of each split
+    pointers = dict(Q="bf16", K="bf16", V="bf16", QPOS="i32", MASK="u8" if flags["MASK_KIND"] == 1 else "bf16",
+                    SINKS="bf16", OUT=work, LSE="fp32", DEN="fp32")
+    compile_kernel(A._split_kernel, consts, pointers, FLOATS, num_warps=num_warps, num_stages=num_stages)
+    block_r, block_s, block_d, merge_warps = A._merge_config(8, d, 32)
+    compile_kernel(A._merge_kernel, dict(HQ=32, SQ=1, D=d, HAS_SINK=flags["HAS_SINK"], NATURAL=flags["MASK_KIND"] == 2,
+                                         BLOCK_R=block_r, BLOCK_S=block_s, BLOCK_D=block_d, INTERPRET=False),
+                   dict(O_WS="fp32", M_WS="fp32", DEN_WS="fp32", SINKS="bf16", OUT="bf16", LSE="fp32"),
+                   num_warps=merge_warps)
+"""
+
+
+def test_compiles_for_hopper():
+    """The split and merge kernels compile for sm_90 (tests/hopper.py): every feature at D = 80 with fp32 partials;
+    a bool mask at D = 128 written directly."""
+    compile_for_hopper(_COMPILE_BODY, 4)

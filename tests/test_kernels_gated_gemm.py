@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import DEVICE, KERNEL_TARGET_OK
+from hopper import compile_for_hopper
 
 from mojo_compile.kernels import gated_gemm as gg  # after conftest, which sets TRITON_INTERPRET
 
@@ -138,3 +139,21 @@ def test_gpu_heuristic_fits_hopper(monkeypatch, m):
         bm, bn, bk, group, warps, stages = gg._config(m, 12288, 4096, elem_bytes)
         assert all(v & (v - 1) == 0 for v in (bm, bn, bk, group, warps)) and bm >= 16
         assert stages * (bm * bk + 2 * bk * bn) * elem_bytes <= 227 * 1024
+
+
+_COMPILE_BODY = r"""
+from mojo_compile.kernels import gated_gemm as GG
+
+pointers = {n: "bf16" for n in ("X", "WG", "WU", "BG", "BU", "OUT")}
+for m, act, even_k in ((16, "silu", True), (128, "gelu_tanh", False), (4096, "silu", True), (4096, "gelu", False)):
+    block_m, block_n, block_k, group_m, num_warps, num_stages = GG._config(m, 12288, 4096)
+    consts = dict(ACT=GG.ACT_CODES[act], HAS_BIAS=True, EVEN_K=even_k, BLOCK_M=block_m, BLOCK_N=block_n,
+                  BLOCK_K=block_k, GROUP_M=group_m, INTERPRET=False)
+    compile_kernel(GG._gated_gemm_kernel, consts, pointers, divisible=("X", "WG", "WU", "OUT", "K"),
+                   num_warps=num_warps, num_stages=num_stages)
+"""
+
+
+def test_compiles_for_hopper():
+    """The epilogue GEMM compiles for sm_90 (tests/hopper.py) in its decode, mid-size and wgmma prefill tiles."""
+    compile_for_hopper(_COMPILE_BODY, 4)
