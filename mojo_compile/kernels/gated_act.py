@@ -3,8 +3,9 @@ launchers. act is "silu", "gelu_tanh" (F.gelu(approximate="tanh")) or "gelu" (ex
 
 Layout: gate, up and every output are viewed as rows [M, I] with a row stride each and unit column stride, so the
 two halves of a fused gate_up projection output [M, 2I] are read (and their gradients written) in place, without
-copies or a torch.cat. Programs own 2D tiles [BLOCK_M, BLOCK_N] (a 1-D grid, column blocks fastest), so any I works
-and short rows still give each program enough bytes to move: the kernels are memory bound.
+copies or a torch.cat. Programs take flat ranges of the [M, I] elements, or 2-D tiles where the width is symbolic
+(see _tile): no masked tail per row, and short rows still give each program enough bytes to move: the kernels are
+memory bound.
 
 Numerics reproduce eager PyTorch, which computes act in fp32 and rounds it to the input dtype before the product:
 a = round(act(g)), y = round(a * u). The backward follows eager autograd of that expression: d_a = round(dy * u),

@@ -7,9 +7,11 @@ stride 0). A program owns BLOCK_T tokens (flattened b*S + s) and all q and k hea
 [BLOCK_T, BLOCK_H, BLOCK_D]: cos/sin are loaded once per token and shared by every head. Heads beyond BLOCK_H are
 looped over; head counts and D need not be powers of 2 (masks).
 
-The rotation needs each column's partner (i +- R/2, or i ^ 1 when interleaved). Rather than shuffling registers, the
-partner values are loaded a second time with permuted column offsets (the same cache lines, so the second read is
-an L1 hit); that keeps the code the same for both conventions, for partial rotary and under the interpreter.
+The rotation needs each column's partner (i +- R/2, or i ^ 1 when interleaved). Rotate-half over the whole head (the
+common case) loads the two halves as two tiles, each the other's partner (the HALVES kernels: every value is loaded
+and normalised once). Otherwise, rather than shuffling registers, the partner values are loaded a second time with
+permuted column offsets (the same cache lines, so the second read is an L1 hit); that keeps one code path for
+interleaved pairs, partial rotary and the interpreter.
 
 Numerics: all math is fp32 on values loaded and cast at once (also what keeps TRITON_INTERPRET=1 right, whose bf16
 arithmetic is wrong). The forward reproduces the roundings of the eager spelling `q * cos + rotate_half(q) * sin` in
