@@ -70,3 +70,43 @@ def test_attention_tuned_end_to_end(tune):
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     (entry,) = json.loads(tune.read_text()).values()
     assert entry["choice"] in ("flash", "split_kv") and set(entry["ms"]) == {"flash", "split_kv"}
+
+
+@pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
+def test_attention_backward_tuned_on_its_own(tune, monkeypatch):
+    """Where torch's kernels apply, MOJO_TUNE times the backwards themselves and keeps the fastest under its own
+    key, whatever the forward chose; the gradients are right with that mix. (On a CPU torch's kernels are made
+    to apply here, and their backward is stood in for by ours, recording that it was called.)"""
+    from mojo_compile.lowering import triton as ttx
+
+    monkeypatch.setattr(ttx, "_sdpa_reason", lambda *args: None)
+    monkeypatch.setattr(ttx, "_cudnn_attention_available", lambda: False)  # heuristic: our kernels
+    ran = []
+
+    def sdpa_bwd(kernel, grad_out, q, k, v, out, lse, scale, causal):
+        ran.append(kernel)
+        return ttx.attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
+
+    monkeypatch.setattr(ttx, "_sdpa_bwd", sdpa_bwd)
+    forward_ms = {"flash": 1.0, "split_kv": 4.0, "sdpa_cudnn": 2.0, "sdpa_flash": 3.0}
+    backward_ms = {"flash": 3.0, "sdpa_cudnn": 2.0, "sdpa_flash": 1.0}
+
+    def timer(fn, device_type):  # the candidates are partials: (_run_attention, name, ...) or a backward
+        if fn.func is ttx._run_attention:
+            return forward_ms[fn.args[0]]
+        return backward_ms["flash" if fn.func is ttx.attn_kernels.attention_bwd else fn.args[0]]
+
+    monkeypatch.setattr(tuner, "_default_timer", timer)
+    q = torch.randn(1, 4, 24, 16, device=DEVICE, requires_grad=True)
+    k, v = (torch.randn(1, 2, 24, 16, device=DEVICE, requires_grad=True) for _ in range(2))
+    out, _ = torch.ops.mojo.attention(q, k, v, None, None, 0.25, True, 0, 0.0, None, "ttx")
+    grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
+    entries = {key.split("|")[-2]: entry for key, entry in json.loads(tune.read_text()).items()}
+    assert entries["attention"]["choice"] == "flash" and entries["attention_backward"]["choice"] == "sdpa_flash"
+    assert set(entries["attention_backward"]["ms"]) == {"flash", "sdpa_cudnn", "sdpa_flash"}
+    assert ran == ["sdpa_flash"]
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(q64, k64.repeat_interleave(2, 1),
+                                                           v64.repeat_interleave(2, 1), is_causal=True, scale=0.25)
+    for g, g64 in zip(grads, torch.autograd.grad(ref, (q64, k64, v64), torch.ones_like(ref))):
+        torch.testing.assert_close(g.double(), g64, rtol=1e-4, atol=1e-5)

@@ -275,11 +275,10 @@ def _cudnn_attention_available() -> bool:
 
 
 def _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) -> str:
-    """The kernel for this call. Heuristic: split-KV for a few query rows; cuDNN where it computes the call exactly
-    (measured on the H200: 1.3x our forward, 2.3x our backward) unless MOJO_DETERMINISTIC; else our flash kernel.
-    MOJO_TUNE=1 times the candidates instead (forward only) and keeps the fastest per shape bucket. The backward
-    asks the same question; should the answer differ (the environment changed in between), any backward is right
-    with any forward: every candidate returns the same (out, natural-log lse)."""
+    """The forward kernel for this call. Heuristic: split-KV for a few query rows; cuDNN where it computes the call
+    exactly (measured on the H200: 1.3x our forward, 2.3x our backward) unless MOJO_DETERMINISTIC; else our flash
+    kernel. MOJO_TUNE=1 times the forwards instead and keeps the fastest per shape bucket; the backward is chosen
+    on its own (_backward_choice): every candidate returns the same (out, natural-log lse)."""
     sq = q.shape[2]
     sdpa_ok = _sdpa_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) is None
     if isinstance(sq, int) and sq <= DECODE_MAX_QUERIES:
@@ -305,8 +304,28 @@ def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     return _run_attention(choice, q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
 
 
+def _backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) -> str:
+    """The backward kernel, chosen on its own: any backward is right with any forward's (out, lse). Heuristic: the
+    backward of the forward's SDPA backend if it took one, else ours ("flash"). MOJO_TUNE=1 times the backwards
+    themselves where torch's compute the call exactly (training pays for them, not for the forwards), from one
+    (out, lse) of our forward, and keeps the fastest under its own key."""
+    forward = _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
+    choice = forward if forward in SDPA_KERNELS else "flash"
+    if tuner.enabled() and _sdpa_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) is None:
+        key = tuner.bucket(*q.shape, k.shape[1], k.shape[2], q.dtype, causal)
+        with tuner.real_tensors():
+            fresh_q, fresh_k, fresh_v = (tuner.like(t) for t in (q, k, v))
+            out, lse = attn_kernels.attention_fwd(fresh_q, fresh_k, fresh_v, scale, causal)
+            args = (tuner.like(out), fresh_q, fresh_k, fresh_v, out, lse, scale, causal)
+            candidates = {"flash": functools.partial(attn_kernels.attention_bwd, *args)}
+            candidates.update({name: functools.partial(_sdpa_bwd, name, *args) for name in SDPA_KERNELS})
+            choice = tuner.choose("attention_backward", key, candidates, choice, q.device.type,
+                                  DETERMINISTIC_KERNELS)
+    return choice
+
+
 def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    choice = _attention_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
+    choice = _backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
     if choice in SDPA_KERNELS:
         dq, dk, dv = _sdpa_bwd(choice, grad_out, q, k, v, out, lse, scale, causal)
         return dq, dk, dv, q.new_empty((0,))
@@ -332,7 +351,8 @@ def _describe_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, si
 
 
 def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    return _traceable_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
+    choice = _backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
+    return _traceable(q, k, v, mask, q_pos, sinks) and choice not in SDPA_KERNELS
 
 
 def _traceable(*args) -> bool:
