@@ -183,8 +183,8 @@ def _grouped(t, heads):
     return t.repeat_interleave(heads // t.shape[1], dim=1) if t.shape[1] != heads else t
 
 
-def _allowed(q, k, q_pos, causal, window):
-    """The structural mask [Sq, Skv] (None when there is none)."""
+def structural_mask(q, k, q_pos, causal, window):
+    """The keys each query may attend by the op's structure, [Sq, Skv] bool (None when there is none)."""
     if not causal and not window:
         return None
     sq, skv = q.shape[2], k.shape[2]
@@ -205,7 +205,7 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
         s = softcap * t
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
-    allowed = _allowed(q, k, q_pos, causal, window)
+    allowed = structural_mask(q, k, q_pos, causal, window)
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))
     logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
