@@ -1,9 +1,11 @@
-"""The torch_npu target's attention without an NPU. torch_npu is stood in for by a module whose
-npu_fused_infer_attention_score implements the documented semantics (../shared/reference/seed-contracts.md) in fp64,
-written here independently of our reference: BNSD, GQA by num_key_value_heads, atten_mask True = masked OUT, sparse
-mode 3 = bottom-right causal from the compressed 2048 x 2048 mask, the row log-sum-exp, and NaN on a row with no key
-(the worst a kernel could return there). So these tests check our mapping -- argument names, mask polarity, the
-explicit scale, the structure turned into masks, the op's empty rows -- against the torch reference of the op."""
+"""The torch_npu target without an NPU. torch_npu is stood in for by a module whose ops implement their documented
+semantics (../shared/reference/seed-contracts.md) in fp64, written here independently of our reference. For
+npu_fused_infer_attention_score that is BNSD, GQA by num_key_value_heads, atten_mask True = masked OUT, sparse mode 3
+= bottom-right causal from the compressed 2048 x 2048 mask, the row log-sum-exp, and NaN on a row with no key (the
+worst a kernel could return there); for npu_rms_norm, npu_swiglu and npu_rotary_mul their formulas, one rounding, and
+the table shapes npu_rotary_mul documents for each layout. So these tests check our mapping -- argument names, mask
+polarity, the explicit scale, structure turned into masks, empty rows, unit gammas, table shapes -- against the torch
+reference of each op."""
 import importlib
 import sys
 import types
@@ -101,3 +103,99 @@ def test_attention_reasons(npu):
     assert "per-head" in reason(q, k, v, torch.ones(1, 4, 4, 4, dtype=torch.bool), *plain[4:])
     q3, k3, v3 = qkv(4, 4, heads=6, kv_heads=4, dtype=torch.bfloat16)
     assert "kv heads" in reason(q3, k3, v3, *plain[3:])
+
+
+# --------------------------------------------------------------------------- norms, SwiGLU, RoPE: the same approach
+def rms_norm(x, gamma, epsilon=1e-6):
+    """npu_rms_norm: fp32 inside, one rounding; gamma in x's dtype (documented)."""
+    assert gamma.dtype == x.dtype
+    rstd = torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + epsilon)
+    return (x.double() * rstd * gamma.double()).to(x.dtype), rstd.float()
+
+
+def swiglu(x, dim=-1):
+    """npu_swiglu: A, B = split(x, 2, dim); A * sigmoid(A) * B (A the FIRST half)."""
+    a, b = x.double().chunk(2, dim)
+    return (a * torch.sigmoid(a) * b).to(x.dtype)
+
+
+ROTARY_TABLE_SHAPES = {"BNSD": ("11SD", "B1SD", "BNSD"), "BSND": ("1S1D", "BS1D", "BSND")}
+
+
+def rotary_mul(x, r1, r2, rotary_mode="half"):
+    """npu_rotary_mul: x * r1 + rotate(x) * r2, with r1 / r2 in one of the documented shapes for x's layout."""
+    layout = "BSND" if r1.shape[2] == 1 else "BNSD"  # the tables broadcast over the heads (S > 1 here)
+    letters = {"B": x.shape[0], "N": x.shape[1] if layout == "BNSD" else x.shape[2],
+               "S": x.shape[2] if layout == "BNSD" else x.shape[1], "D": x.shape[3], "1": 1}
+    assert any(tuple(letters[c] for c in form) == tuple(r1.shape) for form in ROTARY_TABLE_SHAPES[layout]), r1.shape
+    x64 = x.double()
+    if rotary_mode == "half":
+        x1, x2 = x64.chunk(2, -1)
+        rotated = torch.cat((-x2, x1), -1)
+    else:
+        rotated = torch.stack((-x64[..., 1::2], x64[..., ::2]), -1).flatten(-2)
+    return (x64 * r1.double() + rotated * r2.double()).to(x.dtype)
+
+
+@pytest.fixture
+def npu_ops(npu):
+    stand_in = sys.modules["torch_npu"]
+    stand_in.npu_rms_norm, stand_in.npu_swiglu, stand_in.npu_rotary_mul = rms_norm, swiglu, rotary_mul
+    return npu
+
+
+def ulps(a, b):
+    """The largest difference in ulps of a's dtype at b's largest magnitude: one or two roundings placed otherwise
+    (the NPU rounds once, eager after each product) move an element by about that much, near zero too."""
+    return (a.double() - b.double()).abs().max().item() / (torch.finfo(a.dtype).eps * b.double().abs().max().item())
+
+
+@pytest.mark.parametrize("cast", ["normed", "output"])
+def test_rms_norm(npu_ops, cast):
+    """Llama's "normed" runs the op with a unit gamma and multiplies by the weight after; "output" passes it."""
+    x = torch.randn(3, 5, 64, dtype=torch.bfloat16)
+    w = (1 + 0.1 * torch.randn(64)).to(torch.bfloat16)
+    y, rstd = npu_ops.rms_norm(x, w, 1e-6, 0.0, cast)
+    ref, ref_rstd = reference.rms_norm(x, w, 1e-6, 0.0, cast)
+    assert y.dtype == ref.dtype and rstd.shape == ref_rstd.shape == (3, 5)
+    torch.testing.assert_close(rstd, ref_rstd, rtol=1e-6, atol=0)
+    assert ulps(y, ref) <= 1  # the op's fp32 sum vs ours may flip a rounding
+
+
+@pytest.mark.parametrize("gate_first", [True, False])
+def test_swiglu_fused(npu_ops, gate_first):
+    gu = torch.randn(4, 2 * 48, dtype=torch.bfloat16)
+    reason = npu_ops.TABLE["gated_act_fused"].supports(gu, "silu", gate_first)
+    if not gate_first:
+        assert "first half" in reason
+        return
+    y = npu_ops.gated_act_fused(gu, "silu", True)
+    assert ulps(y, reference.gated_act_fused(gu, "silu", True)) <= 1  # eager rounds silu(g) first
+
+
+@pytest.mark.parametrize("seq_dim", [1, 2])
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("cos_batch", [1, 2])
+def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
+    """cos/sin [S, D] or [B, S, D] reach npu_rotary_mul in a documented shape for q's layout; values as eager's."""
+    shape_q, shape_k = ((2, 7, 4, 32), (2, 7, 2, 32)) if seq_dim == 1 else ((2, 4, 7, 32), (2, 2, 7, 32))
+    q, k = torch.randn(shape_q, dtype=torch.bfloat16), torch.randn(shape_k, dtype=torch.bfloat16)
+    angles = torch.rand(cos_batch, 7, 32) * 6
+    cos, sin = angles.cos().to(torch.bfloat16), angles.sin().to(torch.bfloat16)
+    if cos_batch == 1:
+        cos, sin = cos[0], sin[0]
+    args = (q, k, cos, sin, 32, interleaved, seq_dim, False)
+    assert "npu tensors" in npu_ops.TABLE["rope"].supports(*args)  # nothing else refused
+    for out, ref in zip(npu_ops.rope(*args), reference.rope(*args)):
+        assert out.shape == ref.shape and out.is_contiguous()
+        assert ulps(out, ref) <= 2  # eager rounds each product; the op rounds once
+
+
+def test_rope_reasons(npu_ops):
+    q, k = torch.randn(1, 3, 4, 32, dtype=torch.bfloat16), torch.randn(1, 3, 2, 32, dtype=torch.bfloat16)
+    cos = sin = torch.randn(3, 32, dtype=torch.bfloat16)
+    reason = npu_ops.TABLE["rope"].supports
+    assert "whole head" in reason(q, k, cos[:, :16], sin[:, :16], 16, False, 1, False)
+    assert "dtype" in reason(q, k, cos.float(), sin.float(), 32, False, 1, False)
+    wide = torch.randn(1, 3, 2, 896, dtype=torch.bfloat16)
+    assert "limits" in reason(wide, wide, *(torch.randn(3, 896, dtype=torch.bfloat16),) * 2, 896, False, 1, False)

@@ -16,7 +16,7 @@ compressed 2048 x 2048 mask; positions, windows and mask tensors become one expl
 Rows left with no key get the op's zeros and -inf by a where on the device, whatever FIA returns for them.
 
 Backward ops have no entry here: they run on the torch reference (logged once). None of this has run on an NPU
-here; tests/test_npu.py checks the argument mapping against a stand-in that implements FIA's documented semantics.
+here; tests/test_npu.py checks every mapping against stand-ins that implement the documented semantics.
 """
 from __future__ import annotations
 
@@ -69,10 +69,10 @@ def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
 
 
 def _swiglu_reason(gate_up, act, gate_first):
-    if gate_up.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
     if act != "silu" or not gate_first:
         return "npu_swiglu computes silu(first half) * second half only"
+    if gate_up.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
     return None
 
 
@@ -81,12 +81,14 @@ def gated_act_fused(gate_up, act, gate_first):
 
 
 def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    if q.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {q.device.type}"
     if rotary_dim != q.shape[-1]:
         return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"
     if cos.dtype != q.dtype or k.dtype != q.dtype:
         return f"npu_rotary_mul takes cos/sin in the dtype of q ({q.dtype}), not {cos.dtype}"
+    if q.shape[-1] >= 896 or max(q.shape[0], q.shape[3 - seq_dim], k.shape[3 - seq_dim]) >= 1000:
+        return f"npu_rotary_mul's limits (D < 896, B and heads < 1000): q {tuple(q.shape)}, k {tuple(k.shape)}"
+    if q.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {q.device.type}"
     return None
 
 
