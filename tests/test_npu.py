@@ -61,6 +61,7 @@ CASES = {  # name: (s_q, s_kv, mask_of(batch, s_q, s_kv) or None, q_pos, causal,
     "causal": (6, 6, None, None, True, 0, 3),
     "causal_decode": (1, 9, None, None, True, 0, 3),
     "causal_chunk": (3, 9, None, None, True, 0, 3),
+    "causal_more_queries": (5, 3, None, None, True, 0, 0),  # bottom-right: the first two rows keep no key
     "full": (5, 7, None, None, False, 0, None),
     "positions": (1, 9, None, [4], True, 0, 0),  # a static cache filled up to position 4
     "window": (7, 7, None, None, True, 3, 0),

@@ -131,7 +131,9 @@ def _compressed_causal(device: torch.device) -> torch.Tensor:
 def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     batch, heads, s_q, _ = q.shape
     keep, fia_mask = None, {}
-    explicit = mask is not None or q_pos is not None or window
+    # sparse_mode 3 only where every query row keeps a key: with more queries than keys the first rows have none,
+    # and the explicit path below gives them the op's 0 / -inf.
+    explicit = mask is not None or q_pos is not None or window or (causal and s_q > k.shape[2])
     structure = reference.structural_mask(q, k, q_pos, causal, window) if explicit else None  # [Sq, Skv] or None
     if mask is not None or structure is not None:
         keep = structure if mask is None else _mask4(mask) if structure is None else _mask4(mask) & structure
