@@ -1,7 +1,7 @@
 """Attention on the GPU: the Triton kernels against torch's SDPA backends, and HF's eager-attention graph compiled
 with mojo against Inductor.
 
-    python benchmarks/bench_attention.py
+    python benchmarks/bench_attention.py [prefill hf decode padded]    (default: all four)
 
 1. prefill B4 S4096 Hq32 Hkv8 D128, causal, bf16: forward and forward + backward of the Mojo op (ttx: its default
    choice, cuDNN here, and our Triton flash kernel forced) against SDPA with cuDNN / flash / efficient, in ms and
@@ -11,6 +11,10 @@ with mojo against Inductor.
    pattern replaced by the op, the mask proven causal and dropped).
 3. decode B64, one query against a 4096-key cache (StaticCache-style: positions given), Hq32 Hkv8 D128:
    the split-KV kernel against SDPA with enable_gqa, in us and TB/s of K/V read.
+4. padded prefill, the shape of 1. with left padding (the batch's lengths 4096 / 3584 / 3072 / 2048), HF's
+   causal + attention_mask: the Mojo op with the structure the mask analysis proves (causal + a [B, 1, 1, S] key
+   mask) against the op given the [B, 1, S, S] bool tensor, and SDPA given that tensor after repeat_kv (what HF
+   runs under torch.compile in "sdpa" mode). TFLOP/s count the causal FLOPs of the full batch.
 Times: medians of triton.testing.do_bench (forward in CUDA graphs where the call is capturable).
 """
 from __future__ import annotations
@@ -131,12 +135,47 @@ def decode(rows):
             rows.append([f"decode B{batch} ctx{ctx}", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
 
 
+def padded_prefill(rows):
+    torch.manual_seed(0)
+    q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    scale = D ** -0.5
+    flops = 2 * 2 * B * HQ * S * S * D / 2
+    lengths = torch.tensor([S, S - 512, S - 1024, S // 2], device="cuda")
+    keys = torch.arange(S, device="cuda")[None, :] >= (S - lengths)[:, None]  # left padding: [B, S]
+    causal = torch.ones(S, S, dtype=torch.bool, device="cuda").tril()
+    full = causal[None, None] & keys[:, None, None, :]  # what HF builds: [B, 1, S, S]
+    impls = {
+        "mojo: causal + key padding": lambda q, k, v: mojo.attention(q, k, v, keys[:, None, None, :], None, scale,
+                                                                     True, 0, 0.0, None, "ttx")[0],
+        "mojo: S x S bool tensor": lambda q, k, v: mojo.attention(q, k, v, full, None, scale, False, 0, 0.0, None,
+                                                                  "ttx")[0],
+        "sdpa: S x S tensor, repeat_kv": lambda q, k, v: F.scaled_dot_product_attention(
+            q, repeat_kv(k, HQ // HKV), repeat_kv(v, HQ // HKV), attn_mask=full, scale=scale),
+    }
+    real = keys[:, None, :, None].expand(B, HQ, S, D)  # rows of real tokens (padded rows: 0 here, NaN in some SDPAs)
+    with torch.no_grad():
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=full, scale=scale,
+                                             enable_gqa=True)
+    for name, fn in impls.items():
+        try:
+            out = fn(q, k, v)
+            err = rel_err(out[real], ref[real])
+            fwd = bench(lambda: fn(q, k, v), cudagraph=False)
+            dout = torch.randn_like(out)
+            train = bench(lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), cudagraph=False)
+            rows.append([f"padded prefill B{B} S{S}", name, f"{fwd / 1e3:.3f}", f"{flops / fwd / 1e6:.0f}",
+                         f"{train / 1e3:.3f}", f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"])
+        except Exception as e:
+            rows.append([f"padded prefill B{B} S{S}", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+
+
 def main():
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}")
     rows = []
-    prefill(rows)
-    hf_graph(rows)
-    decode(rows)
+    sections = {"prefill": prefill, "hf": hf_graph, "decode": decode, "padded": padded_prefill}
+    for name in sys.argv[1:] or sections:  # e.g. `bench_attention.py decode padded`: those sections only
+        sections[name](rows)
     print_table("attention (ms unless stated; TFLOP/s)", ["workload", "impl", "fwd", "fwd TFLOP/s", "fwd+bwd",
                                                           "fwd+bwd TFLOP/s or BW", "rel err"], rows)
 

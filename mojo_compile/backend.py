@@ -157,8 +157,11 @@ def choose_targets(gm: GraphModule, matches, target: str, masks=None) -> list[re
 
 def _attention_detail(node, masks) -> str:
     q, k, v, mask, q_pos, scale, causal, window, softcap, sinks = _op_arguments(node)
-    kind = "tensor" if mask is not None else "causal" if causal else "none"
-    kind += f", window {window}" if window else ""
+    if node in masks:
+        kind = masks[node].describe()
+    else:
+        kind = ("tensor" if mask is not None else "causal" if causal else "none") + (f", window {window}" if window
+                                                                                     else "")
     kind += f", softcap {softcap:g}" if softcap else ""
     return f"mask: {kind}" + (" (proven from the mask subgraph)" if node in masks else "")
 

@@ -88,22 +88,98 @@ def test_models(family, attn, target):
         assert err <= 1.5 * eager_err + 1e-3, (name, err, eager_err)
 
 
-def test_padding_keeps_the_mask_tensor():
-    """A padded batch: the mask depends on the user's attention_mask, a runtime input -- nothing is assumed, the
-    tensor goes to the op. Rows of real tokens match eager."""
-    model = build("llama", "sdpa", torch.float32)
+PADDED = {  # (family, attention implementation) -> what a left-padded batch's mask is proven to be
+    ("llama", "sdpa"): "causal + key padding (proven from the mask subgraph)",
+    ("mistral", "sdpa"): "causal, window 5 + key padding (proven from the mask subgraph)",
+    # additive: eager gives a fully padded row 1/n per key (finfo.min everywhere), which no structure says
+    ("llama", "eager"): "tensor",
+}
+
+
+@pytest.mark.parametrize("family,attn", list(PADDED), ids=[f"{f}-{a}" for f, a in PADDED])
+@pytest.mark.parametrize("target", TARGETS)
+def test_padding(family, attn, target):
+    """A left-padded batch: the mask reads the user's attention_mask, a runtime input. Where the formula proves it
+    is causal (+ window) and attention_mask[b, j] != 0, the op gets that structure and a [B, 1, 1, S] key mask
+    instead of the S x S tensor. Every row -- the fully padded ones too -- and every gradient match eager."""
+    model = build(family, attn, torch.float32)
     ids = torch.randint(3, 256, (2, 10), device=DEVICE)
     attention_mask = torch.ones(2, 10, dtype=torch.long, device=DEVICE)
     attention_mask[1, :4] = 0
-    with torch.no_grad():
-        out = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})(
-            input_ids=ids, attention_mask=attention_mask).logits
-        sites = [s for s in mojo_compile.last_report().sites if s.op == "mojo.attention"]
+
+    def run_padded(backend, **kw):
         torch._dynamo.reset()
-        ref = torch.compile(model, backend="eager")(input_ids=ids, attention_mask=attention_mask).logits
-    assert [s.detail for s in sites] == ["mask: tensor"] * 2
-    real = attention_mask.bool()
-    torch.testing.assert_close(out[real], ref[real], rtol=1e-4, atol=1e-4)
+        out = torch.compile(model, backend=backend, **kw)(input_ids=ids, attention_mask=attention_mask).logits
+        out.square().mean().backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        model.zero_grad()
+        return out, grads
+
+    out, grads = run_padded("mojo", options={"inner_compiler": "eager", "target": target})
+    sites = [s for s in mojo_compile.last_report().sites if s.op == "mojo.attention"]
+    ref, ref_grads = run_padded("eager")
+    assert [s.detail for s in sites] == [f"mask: {PADDED[(family, attn)]}"] * 2
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    for name, g in grads.items():
+        torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_padding_is_proven_for_every_length():
+    """Symbolic batch and length: the padding structure is proven from the formula, one graph for two shapes."""
+    model = build("llama", "sdpa", torch.float32)
+    compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})
+    with torch.no_grad():
+        for batch, length in ((2, 9), (3, 14)):
+            ids = torch.randint(3, 256, (batch, length), device=DEVICE)
+            attention_mask = torch.ones(batch, length, dtype=torch.long, device=DEVICE)
+            attention_mask[1, :3] = 0
+            for t in (ids, attention_mask):
+                torch._dynamo.mark_dynamic(t, 0)
+                torch._dynamo.mark_dynamic(t, 1)
+            out = compiled(input_ids=ids, attention_mask=attention_mask).logits
+            ref = model(input_ids=ids, attention_mask=attention_mask).logits
+            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    report = mojo_compile.last_report()
+    assert len(report.graphs) == 1
+    assert [s.detail for s in report.sites if s.op == "mojo.attention"] == \
+        ["mask: causal + key padding (proven from the mask subgraph)"] * 2
+
+
+def _padded_attention(form):
+    def attend(q, k, v, keep):
+        n = q.shape[2]
+        causal = torch.arange(n, device=q.device)[None, :] <= torch.arange(n, device=q.device)[:, None]
+        keys = keep.bool()[:, None, None, :]
+        mask = {"keys": lambda: causal & keys,
+                "queries": lambda: causal & keep.bool()[:, None, :, None],
+                "either": lambda: causal | keys,
+                "heads": lambda: causal & (keep[:, :2].bool()[:, :, None, None] | keys),
+                "shifted": lambda: causal & keep[:, 1:].bool()[:, None, None, :]}[form]()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return attend
+
+
+@pytest.mark.parametrize("form,expected", [("keys", "causal + key padding (proven from the mask subgraph)"),
+                                           ("queries", "tensor"), ("either", "tensor"), ("heads", "tensor"),
+                                           ("shifted", "tensor")])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_key_padding_is_proven_only_where_it_holds(form, expected, dynamic):
+    """Only `causal & keep[b, j]` is key padding. Padding of the queries, `causal | keep`, a mask that differs
+    per head, or the mask read one key off (keep[b, j + 1]) keep their tensors; all give eager's values."""
+    torch.manual_seed(0)
+    length = 8 if form == "shifted" else 7
+    q, k, v = (torch.randn(2, 2, 7, 8, device=DEVICE) for _ in range(3))
+    keep = (torch.rand(2, length, device=DEVICE) > 0.3).long()
+    keep[:, 0] = 1
+    attend = _padded_attention(form)
+    if dynamic:
+        for t in (q, k, v):
+            torch._dynamo.mark_dynamic(t, 2)
+        torch._dynamo.mark_dynamic(keep, 1)
+    torch._dynamo.reset()
+    out = torch.compile(attend, backend="mojo", options={"inner_compiler": "eager"})(q, k, v, keep)
+    assert [s.detail for s in mojo_compile.last_report().sites] == [f"mask: {expected}"]
+    torch.testing.assert_close(out, attend(q, k, v, keep), rtol=1e-5, atol=1e-5)
 
 
 class HandWritten(torch.nn.Module):

@@ -114,6 +114,15 @@ def mask_padding(batch, s_q, s_kv, dtype):
     return additive(allowed[:, None], dtype)
 
 
+def mask_keys(batch, s_q, s_kv, dtype):
+    """Key padding, [B, 1, 1, S_kv] bool: batch row 1 left-padded by 5 keys (with causal, its first rows see no
+    key) and a few random holes; the one-row-of-keys form the kernels load per key tile."""
+    keep = torch.rand(batch, s_kv, device=DEVICE) < 0.85
+    keep[:, -1] = True
+    keep[1, :5] = False
+    return keep[:, None, None, :]
+
+
 def mask_dense(s_q, s_kv, dtype):
     """A [S_q, S_kv] additive mask (broadcast over batch and heads) with one fully masked row."""
     allowed = torch.rand(s_q, s_kv, device=DEVICE) < 0.6
@@ -148,6 +157,11 @@ CASES = {
     # gpt-oss under torch.compile: HF's padding mask with causal, a window and sinks
     "additive-padding-causal-sinks-gqa2-d64-bf16": (2, 4, 2, 7, 7, 64, BF16, "bshd",
                                                     dict(mask=mask_padding, causal=True, window=4, sinks=FP32)),
+    "key-padding-causal-gqa2-d64-bf16": (2, 4, 2, 33, 33, 64, BF16, "bshd", dict(mask=mask_keys, causal=True)),
+    "key-padding-window-mha-d80-fp32": (2, 2, 2, 19, 19, 80, FP32, "bhsd", dict(mask=mask_keys, causal=True,
+                                                                                 window=6)),
+    "key-padding-plain-gqa4-d64-bf16": (2, 4, 1, 7, 40, 64, BF16, "bhsd",
+                                        dict(mask=lambda b, sq, skv, dt: mask_keys(b, sq, skv, dt)[0, 0, 0])),
     "plain-mha-d64-fp32": (1, 2, 2, 7, 7, 64, FP32, "bhsd", dict()),
     "causal-gqa8-d128-bf16": (1, 8, 1, 19, 19, 128, BF16, "bshd", dict(causal=True)),  # Qwen3-8B's ratio and head dim
     "window-gqa8-d128-fp32": (1, 8, 1, 13, 21, 128, FP32, "bhsd", dict(causal=True, window=5)),
@@ -254,6 +268,16 @@ def test_attention(name):
     check(q, k, v, **kw)
 
 
+def test_key_masks_load_one_row_of_keys():
+    """[B, 1, 1, S_kv] and [S_kv] bool masks take the key-row path; a per-row or per-head bool mask does not."""
+    from mojo_compile.kernels.attention import MASK_BOOL, MASK_KEYS, _extras
+
+    q, k = make(2, 4, 5, 16, FP32), make(2, 2, 9, 16, FP32)
+    for shape, kind in (((2, 1, 1, 9), MASK_KEYS), ((9,), MASK_KEYS), ((1, 9), MASK_KEYS), ((2, 1, 5, 9), MASK_BOOL),
+                        ((2, 4, 1, 9), MASK_BOOL)):
+        assert _extras(q, k, None, torch.ones(shape, dtype=torch.bool, device=DEVICE), None)[1] == kind, shape
+
+
 # Small tiles (16 stacked rows = 8 queries x 2 heads, 16 keys) over every offset S_kv - S_q modulo 16 and windows
 # from the diagonal alone to wider than a tile, with the default positions and with the same positions reversed
 # (explicit q_pos: any order): row blocks and key tiles start and end on every kind of boundary, so the
@@ -347,15 +371,17 @@ def compile_attention(fn, mask_dtype, consts, num_warps, num_stages):
 for d, flags, mask_dtype in ((80, dict(HAS_WINDOW=True, HAS_SOFTCAP=True, HAS_QPOS=True, MASK_KIND=2, HAS_SINKS=True),
                               "bf16"),
                              (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=1,
+                                        HAS_SINKS=False), "u8"),
+                             (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=3,
                                         HAS_SINKS=False), "u8")):
     base = dict(HQ=32, HKV=8, D=d, CAUSAL=True, BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
     for kind, fn in (("fwd", A._fwd_kernel), ("dq", A._bwd_dq_kernel), ("dkdv", A._bwd_dkdv_kernel)):
-        bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=True)
+        bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=flags["MASK_KIND"] != 3)
         compile_attention(fn, mask_dtype, dict(base, BLOCK_M=bm, BLOCK_N=bn), warps, stages)
 """
 
 
 def test_compiles_for_hopper():
     """The three kernels compile for sm_90 (tests/hopper.py) in their heaviest variants: every feature, D = 80;
-    bool mask, D = 128."""
-    compile_for_hopper(_COMPILE_BODY, 6)
+    bool mask, D = 128; and the key-padding mask with the plain case's tiles."""
+    compile_for_hopper(_COMPILE_BODY, 9)

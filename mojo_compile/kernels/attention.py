@@ -21,7 +21,9 @@ which every key is allowed for every row skip the position masks (three loops: m
 masked edge). The dK/dV kernel derives its row ranges the same way for the default (monotone) positions; with an
 explicit q_pos it visits every row block and skips those outside the tile's range at run time. The bool and
 additive masks are data: always applied, never used to skip (a finite additive mask such as finfo.min must act
-exactly like eager softmax: a fully masked row is uniform over its keys).
+exactly like eager softmax: a fully masked row is uniform over its keys). A bool mask that is one row of keys per
+batch ([B, 1, 1, S_kv]: key padding, what the mask analysis gives for HF's causal + attention_mask) is loaded as
+that row per key tile and broadcast, not as a [rows, keys] tile: the plain case's tiles, no address tile.
 
 Numerics. Statistics and accumulators are fp32. The scale is folded with log2(e) into the scores so that the online
 softmax runs on exp2, except with an additive mask: scores then stay in natural units and exp2 gets (s - m) * log2(e)
@@ -51,7 +53,7 @@ __all__ = ["attention_bwd", "attention_fwd"]
 
 _LOG2E = tl.constexpr(1.4426950408889634)
 _LN2 = tl.constexpr(0.6931471805599453)
-MASK_NONE, MASK_BOOL, MASK_ADD = 0, 1, 2
+MASK_NONE, MASK_BOOL, MASK_ADD, MASK_KEYS = 0, 1, 2, 3  # KEYS: a bool per key, the same for every head and row
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
@@ -152,6 +154,36 @@ def _key_tiles(qp, S_kv, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
 
 
 @triton.jit
+def _mask_row(b, h, i, smb, smh, sms, MASK_KIND: tl.constexpr):
+    """The mask's offset of each stacked row; a key mask's is the batch's alone (a scalar)."""
+    if MASK_KIND == 3:
+        off = b * smb
+    else:
+        off = b * smb + h * smh + i * sms
+    return off
+
+
+@triton.jit
+def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """Offsets and load mask of a tile of the mask, [rows, keys] (KEYS_FIRST: [keys, rows]). A key mask loads one
+    row of keys and broadcasts it: no [rows, keys] tile of addresses."""
+    if MASK_KIND == 3:
+        if KEYS_FIRST:
+            off = m_row + kpl[:, None] * smk
+            ok = kv_ok[:, None]
+        else:
+            off = m_row + kpl[None, :] * smk
+            ok = kv_ok[None, :]
+    elif KEYS_FIRST:
+        off = m_row[None, :] + kpl[:, None] * smk
+        ok = kv_ok[:, None] & row_ok[None, :]
+    else:
+        off = m_row[:, None] + kpl[None, :] * smk
+        ok = row_ok[:, None] & kv_ok[None, :]
+    return off, ok
+
+
+@triton.jit
 def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, scale, softcap, window,
             MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
             MASK_KIND: tl.constexpr):
@@ -167,7 +199,7 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, scale, softcap, window,
     else:
         t = 0.0
         s = qk * (scale * UNIT)
-    if MASK_KIND == 1:
+    if MASK_KIND == 1 or MASK_KIND == 3:
         allowed = tl.load(MASK + m_off, mask=m_ok, other=0)
         s = tl.where(allowed != 0, s, float("-inf"))
     elif MASK_KIND == 2:
@@ -203,8 +235,8 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_ro
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
-    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_row[:, None] + kpl[None, :] * smk,
-                   row_ok[:, None] & kv_ok[None, :], scale, softcap, window,
+    m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
+    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, scale, softcap, window,
                    MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet: no -inf - -inf
@@ -235,7 +267,7 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     k_base = b * skb + hkv.to(tl.int64) * skh
     v_base = b * svb + hkv.to(tl.int64) * svh
-    m_row = b * smb + h * smh + i * sms
+    m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     if HAS_SINKS:  # the sink's logit starts the running max, its exp(0) = 1 the running sum
         m_i = tl.load(SINKS + h).to(tl.float32) * UNIT
         l_i = tl.full([BLOCK_M], 1.0, dtype=tl.float32)
@@ -279,8 +311,8 @@ def _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, r
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
-    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_row[:, None] + kpl[None, :] * smk,
-                   row_ok[:, None] & kv_ok[None, :], scale, softcap, window,
+    m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
+    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, scale, softcap, window,
                    MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p = _exp_units(s - lse_u[:, None], MASK_KIND == 2)
     l_sum += tl.sum(p, axis=1)
@@ -320,7 +352,7 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
     lse_u = tl.where(lse == float("-inf"), 0.0, lse) * UNIT  # empty rows: every score is -inf, p = 0
     k_base = b * skb + hkv.to(tl.int64) * skh
     v_base = b * svb + hkv.to(tl.int64) * svh
-    m_row = b * smb + h * smh + i * sms
+    m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
 
@@ -371,10 +403,10 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, Q, DO, LSE, DELTA, RNORM, 
     lse_u = tl.where(lse == float("-inf"), 0.0, lse) * UNIT
     delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)  # 0 on padded rows: with dO = 0 they contribute nothing
     kpl = kp.to(tl.int64)
-    m_row = b * smb + h * smh + i * sms
+    m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     qk_t = _mm(k, tl.trans(q), IEEE)
-    s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_row[None, :] + kpl[:, None] * smk,
-                       kv_ok[:, None] & row_ok[None, :], scale, softcap, window,
+    m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, True)
+    s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok, scale, softcap, window,
                        MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p_t = _exp_units(s_t - lse_u[None, :], NATURAL)
     if NATURAL:
@@ -541,7 +573,9 @@ def _extras(q, k, q_pos, mask, sinks):
     kind = MASK_NONE
     if mask is not None:
         kind = MASK_BOOL if mask.dtype == torch.bool else MASK_ADD
-        if kind == MASK_BOOL:
+        if kind == MASK_BOOL and all(isinstance(n, int) and n == 1 for n in mask.shape[-3:-1]):
+            kind = MASK_KEYS  # [B, 1, 1, S_kv] (key padding) or narrower: one row of keys per batch
+        if kind != MASK_ADD:
             mask = as_bytes(mask)  # a byte per element either way; loads as an integer everywhere
         mask = mask.expand(batch, hq, s_q, s_kv)
     q_pos = q_pos.contiguous() if q_pos is not None else None
@@ -568,7 +602,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
     out = torch.empty((batch, hq, s_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, hq, s_q), dtype=torch.float32, device=q.device)
     group = hq // hkv
-    heavy = mask is not None or softcap > 0.0
+    heavy = kind in (MASK_BOOL, MASK_ADD) or softcap > 0.0
     block_m, block_n, num_warps, num_stages = _config("fwd", s_q * group, d, q.dtype, heavy, config)
     grid = (triton.cdiv(s_q * group, block_m), hkv, batch)  # 0 programs for empty inputs: nothing launches
     m_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
@@ -611,7 +645,7 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
     mask_arg = mask if mask is not None else q
 
     # dQ first: it writes delta (and the row normalisers) that the dK/dV kernel reads.
-    heavy = mask is not None or softcap > 0.0
+    heavy = kind in (MASK_BOOL, MASK_ADD) or softcap > 0.0
     block_m, block_n, num_warps, num_stages = _config("dq", s_q * group, d, q.dtype, heavy, dq_config)
     wrap_triton(_bwd_dq_kernel)[(triton.cdiv(s_q * group, block_m), hkv, batch)](
         q, k, v, out, grad_out, lse, delta, r_norm, p_sink, dq, q_pos_arg, mask_arg,

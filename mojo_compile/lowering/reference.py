@@ -210,7 +210,9 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
         s = s.masked_fill(~allowed, float("-inf"))
     logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
     lse = torch.logsumexp(logits, dim=-1)
-    p = torch.exp(s - lse.unsqueeze(-1)).nan_to_num(0.0)  # a row with nothing allowed: p = 0 (lse = -inf)
+    # softmax, not exp(s - lse): a row an additive mask fills with finfo.min has lse = finfo.min, which has lost
+    # its log(n) to rounding -- eager's softmax gives that row 1/n per key. A row with nothing allowed: p = 0.
+    p = torch.softmax(logits, dim=-1)[..., :s.shape[-1]].nan_to_num(0.0)
     return p, lse, t
 
 

@@ -185,6 +185,13 @@ _register()
 class MaskStructure:
     causal: bool
     window: int = 0
+    keys: Optional[Node] = None  # a runtime [B, Skv] tensor: key j of batch b is allowed iff keys[b, j] != 0
+
+    def describe(self) -> str:
+        kind = ("causal" if self.causal else "") + (f", window {self.window}" if self.window else "")
+        if self.keys is not None:
+            kind = f"{kind} + key padding" if kind else "key padding"
+        return kind or "none"
 
 
 def _ancestors(node: Node) -> Optional[list[Node]]:
@@ -289,21 +296,55 @@ def _boolean_part(gm: GraphModule, mask: Node) -> Optional[Node]:
 
 
 def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
-    """Static sizes and no runtime input: run the subgraph once and compare. Symbolic sizes: evaluate it as a
-    formula of the indices (mask_algebra) and compare the formulas."""
+    """Static sizes and no runtime input: run the subgraph once and compare. Otherwise (symbolic sizes, or the
+    user's attention_mask among the inputs): evaluate it as a formula of the indices (mask_algebra) and compare the
+    formulas."""
     if isinstance(sq, int) and isinstance(skv, int):
         value = evaluate_constant(gm, mask)
-        return classify(value, sq, skv) if value is not None else None
+        if value is not None:
+            return classify(value, sq, skv)
     allowed = _boolean_part(gm, mask)
     formula = mask_algebra.evaluate(allowed) if allowed is not None else None
     found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
-    return MaskStructure(*found) if found is not None else None
+    if found is None:
+        return None
+    causal, window, keys = found
+    if keys is None:
+        return MaskStructure(causal, window)
+    if allowed is not mask:
+        return None  # additive: eager gives a fully padded row 1/n per key, a structure gives it nothing
+    return MaskStructure(causal, window, next(n for n in gm.graph.nodes if n.name == keys))
+
+
+def _key_padding_mask(gm: GraphModule, keys: Node, q: Node, k: Node, before: Node) -> Node:
+    """`keys[:B, :Skv] != 0` as a [B, 1, 1, Skv] bool tensor, the key-padding form the kernels read one row of per
+    key tile. The slices are there only where the graph does not say keys is [B, Skv]: the mask read keys[b, j]
+    for b < B, j < Skv, and nothing more is known of its size."""
+    graph, value = gm.graph, keys.meta["val"]
+    node = keys
+    with graph.inserting_before(before):
+        for dim, (source, source_dim) in enumerate(((q, 0), (k, 2))):
+            size = source.meta["val"].shape[source_dim]
+            if mask_algebra.same_size(value.shape[dim], size):
+                continue
+            length = size
+            if not isinstance(size, int):
+                length = graph.call_function(aten.sym_size.int, (source, source_dim))
+                length.meta["val"] = size
+            node = graph.call_function(aten.slice.Tensor, (node, dim, 0, length))
+            value = value.narrow(dim, 0, size)
+            node.meta["val"] = value
+        node = graph.call_function(aten.ne.Scalar, (node, 0))
+        for dim in (1, 2):
+            node = graph.call_function(aten.unsqueeze.default, (node, dim))
+    node.meta["val"] = value.ne(0)[:, None, None, :]
+    return node
 
 
 def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
     """Give each mojo.attention node whose mask is proven causal / sliding-window that structure instead of the
     tensor. Returns node -> structure, for the report."""
-    proven, cache = {}, {}
+    proven, cache, padding = {}, {}, {}
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not mojo.attention.default:
             continue
@@ -318,7 +359,12 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
         structure = cache[key]
         if structure is None:
             continue
-        args.update(mask=None, causal=structure.causal, window=structure.window)
+        mask_arg = None
+        if structure.keys is not None:
+            if key not in padding:
+                padding[key] = _key_padding_mask(gm, structure.keys, args["q"], args["k"], node)
+            mask_arg = padding[key]
+        args.update(mask=mask_arg, causal=structure.causal, window=structure.window)
         target = args.pop("target")
         node.args = tuple(args.values())
         node.kwargs = {"target": target}

@@ -4,9 +4,11 @@ Each tensor of the subgraph is represented as a formula of its own indices: a sy
 symbols X0, X1, ... (one per dim) with a shape. `arange(n)` is X0; `unsqueeze`, `expand`, `slice` move or offset the
 index symbols; arithmetic and comparisons build expressions; `index` substitutes the index tensors' formulas into the
 indexed tensor's; `diff` and `cumsum` are evaluated where the result is a closed form (what HF's packed-sequence check
-does to position ids that are an arange: every difference is 1, so every sequence id is 0). Anything else -- a
-runtime tensor, an op not listed -- gives up (None). The result is the mask's value at [b, h, i, j] as a formula:
-exact for every size, which is what a symbolic-size graph needs. Used by patterns/attention.py.
+does to position ids that are an arange: every difference is 1, so every sequence id is 0). A runtime integer or
+bool tensor (the user's attention_mask) is an uninterpreted function of its indices, `arg2_1(X0, X1)`: the formula
+can then say "causal and attention_mask[b, j] != 0" without knowing the data. Anything else -- a float runtime
+tensor, an op not listed -- gives up (None). The result is the mask's value at [b, h, i, j] as a formula: exact for
+every size and every value of the runtime tensors. Used by patterns/attention.py.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import sympy
+from sympy.core.function import AppliedUndef
 import torch
 from torch.fx import Node
 
@@ -39,7 +42,12 @@ class Formula:
 def _size(value) -> sympy.Basic:
     if isinstance(value, torch.SymInt):
         return value.node.expr
-    return sympy.Integer(int(value))
+    return value if isinstance(value, sympy.Basic) else sympy.Integer(int(value))
+
+
+def same_size(a, b) -> bool:
+    """Whether two sizes (ints, SymInts or formula sizes) are equal for every value of the symbols."""
+    return sympy.simplify(_size(a) - _size(b)) == 0
 
 
 def _shift(f: Formula, by: int, at: int = 0) -> sympy.Basic:
@@ -132,6 +140,30 @@ def _cumsum(node, x, dim, dtype=None):
     return Formula(value * (X(dim) + 1), x.shape)
 
 
+def _runtime(node: Node) -> Optional[Formula]:
+    """A runtime integer / bool tensor: the function named after its node, applied to its indices (a bool tensor as
+    `f(...) != 0`, the form `.bool()` of an integer tensor takes too)."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.dtype.is_floating_point or val.dtype.is_complex or val.dim() == 0:
+        return None
+    value = sympy.Function(node.name)(*(X(k) for k in range(val.dim())))
+    return Formula(sympy.Ne(value, 0) if val.dtype == torch.bool else value, [_size(s) for s in val.shape])
+
+
+def _is_boolean(expr) -> bool:
+    return isinstance(expr, sympy.logic.boolalg.Boolean)
+
+
+def _to(node, x, *args):
+    """A dtype conversion: to bool (`!= 0`) or to the dtype it has; any other conversion gives up."""
+    source, result = node.args[0].meta.get("val"), node.meta.get("val")
+    if not isinstance(source, torch.Tensor) or not isinstance(result, torch.Tensor):
+        return None
+    if result.dtype == torch.bool:
+        return x if _is_boolean(x.expr) else Formula(sympy.Ne(x.expr, 0), x.shape)
+    return x if result.dtype == source.dtype else None
+
+
 def _ones_like(value):
     def rule(node, x, *args):
         return Formula(sympy.true if node.kwargs.get("dtype") == torch.bool else sympy.Integer(value), [])
@@ -151,6 +183,7 @@ RULES = {
     aten.diff.default: _diff,
     aten.cumsum.default: _cumsum,
     aten.new_ones.default: _ones_like(1),
+    aten.to.dtype: _to, aten.to.device: _to, aten._to_copy.default: _to,
     aten.sub.Tensor: _binary(operator.sub),
     aten.add.Tensor: _binary(operator.add),
     aten.le.Tensor: _binary(sympy.Le), aten.lt.Tensor: _binary(sympy.Lt),
@@ -170,8 +203,9 @@ def evaluate(mask: Node) -> Optional[Formula]:
     def visit(node: Node) -> Optional[Formula]:
         if node in env:
             return env[node]
-        if node.op == "placeholder":
-            return None  # a runtime tensor (a SymInt placeholder is read through its users' meta, not here)
+        if node.op == "placeholder":  # (a SymInt placeholder is read through its users' meta, not here)
+            env[node] = _runtime(node)
+            return env[node]
         if node.op != "call_function":
             return None
         rule = RULES.get(node.target)
@@ -224,23 +258,39 @@ def equivalent(expr, target) -> bool:
     return sympy.simplify_logic(sympy.Xor(expr, target)) == sympy.false
 
 
-def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int]]:
-    """(causal, window) if the 4-D mask formula [B, H, Sq, Skv] is exactly no mask / causal / causal + sliding window
-    for every size, with Sq and Skv the same size (bottom-right = top-left); else None."""
-    if formula.rank != 4 or formula.expr.has(X(0)) or formula.expr.has(X(1)):
+def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[str]]]:
+    """(causal, window, keys) if the 4-D mask formula [B, H, Sq, Skv] is exactly no mask / causal / causal + sliding
+    window, for every size, and with `keys` (a runtime tensor's node name) also `keys[b, j] != 0` -- key padding
+    from the user's attention_mask; with Sq and Skv the same size (bottom-right = top-left); else None."""
+    if formula.rank != 4 or formula.expr.has(X(1)):
         return None
-    if any(sympy.simplify(_size(n) - m) != 0 for n, m in ((sq, skv), (sq, formula.shape[2]), (skv, formula.shape[3]))):
+    if not all(same_size(n, m) for n, m in ((sq, skv), (sq, formula.shape[2]), (skv, formula.shape[3]))):
         return None
-    expr = formula.expr
-    if expr == sympy.true:
-        return False, 0
-    i, j = X(2), X(3)
-    if equivalent(expr, sympy.Le(j, i)):
-        return True, 0
-    for w in _window_candidates(expr, i, j):
-        if equivalent(expr, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i))):
-            return True, w
+    expr, i, j = formula.expr, X(2), X(3)
+    keys, padding = _key_padding(expr)
+    if keys is None and expr.atoms(AppliedUndef):
+        return None  # runtime data in some other form
+    core = sympy.simplify(expr.xreplace({padding: sympy.true})) if keys is not None else expr
+    if core.has(X(0)):
+        return None
+    candidates = [(False, 0, sympy.true), (True, 0, sympy.Le(j, i))]
+    candidates += [(True, w, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i))) for w in _window_candidates(core, i, j)]
+    for causal, window, allowed in candidates:
+        if equivalent(expr, sympy.And(allowed, padding)):  # the proof: the whole formula, padding included
+            return causal, window, keys
     return None
+
+
+def _key_padding(expr) -> tuple[Optional[str], sympy.Basic]:
+    """(name, atom) when the formula's one runtime-data atom is `name(X0, X3) != 0`: a [B, Skv] tensor read at
+    (batch, key); else (None, true)."""
+    atoms = [a for a in expr.atoms(sympy.Rel) if a.atoms(AppliedUndef)]
+    if len(atoms) != 1 or not isinstance(atoms[0], sympy.Ne) or atoms[0].rhs != 0:
+        return None, sympy.true
+    fn = atoms[0].lhs
+    if not isinstance(fn, AppliedUndef) or fn.args != (X(0), X(3)):
+        return None, sympy.true
+    return fn.func.__name__, atoms[0]
 
 
 def _window_candidates(expr, i, j) -> list[int]:
