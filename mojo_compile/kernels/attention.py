@@ -164,16 +164,38 @@ def _mask_row(b, h, i, smb, smh, sms, MASK_KIND: tl.constexpr):
 
 
 @triton.jit
-def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
-    """Offsets and load mask of a tile of the mask, [rows, keys] (KEYS_FIRST: [keys, rows]). A key mask loads one
-    row of keys and broadcasts it: no [rows, keys] tile of addresses."""
+def _key_row(MASK, m_row, n0, smk, S_kv, MASK_KIND: tl.constexpr, BLOCK_N: tl.constexpr):
+    """A key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 past S_kv); other kinds: a placeholder 0. The loops
+    load the next tile's row while computing this one (a plain load in the loop is not pipelined: its latency
+    would be paid per tile)."""
+    if MASK_KIND == 3:
+        kp = n0 + tl.arange(0, BLOCK_N)
+        row = tl.load(MASK + m_row + kp.to(tl.int64) * smk, mask=kp < S_kv, other=0)
+    else:
+        row = 0
+    return row
+
+
+@triton.jit
+def _oriented(keys, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """A key-mask row as a [1, keys] (KEYS_FIRST: [keys, 1]) tile; the placeholder as it is."""
     if MASK_KIND == 3:
         if KEYS_FIRST:
-            off = m_row + kpl[:, None] * smk
-            ok = kv_ok[:, None]
+            out = keys[:, None]
         else:
-            off = m_row + kpl[None, :] * smk
-            ok = kv_ok[None, :]
+            out = keys[None, :]
+    else:
+        out = keys
+    return out
+
+
+@triton.jit
+def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
+    """Offsets and load mask of a [rows, keys] (KEYS_FIRST: [keys, rows]) tile of a bool / additive mask; a key
+    mask has its row loaded apart (_key_row): placeholders."""
+    if MASK_KIND == 3:
+        off = 0
+        ok = False
     elif KEYS_FIRST:
         off = m_row[None, :] + kpl[:, None] * smk
         ok = kv_ok[:, None] & row_ok[None, :]
@@ -184,13 +206,14 @@ def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIR
 
 
 @triton.jit
-def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, scale, softcap, window,
+def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
             MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
             MASK_KIND: tl.constexpr):
     """Scores of a tile from the fp32 q.k products, in the softmax's units: log2 units (scale * log2 e folded in),
     natural units with an additive mask. qp / kp (query / key positions), kv_ok (key < S_kv) and the mask's offsets
-    and load mask are 2-D broadcastable, in either orientation ([rows, keys] or [keys, rows]). Disallowed: -inf.
-    Also returns tanh(s / softcap) (for the backward; 0 without softcap)."""
+    and load mask are 2-D broadcastable, in either orientation ([rows, keys] or [keys, rows]); `keys` is a key
+    mask's row, broadcastable the same way. Disallowed: -inf. Also returns tanh(s / softcap) (for the backward;
+    0 without softcap)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     if HAS_SOFTCAP:
@@ -199,9 +222,11 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, scale, softcap, window,
     else:
         t = 0.0
         s = qk * (scale * UNIT)
-    if MASK_KIND == 1 or MASK_KIND == 3:
+    if MASK_KIND == 1:
         allowed = tl.load(MASK + m_off, mask=m_ok, other=0)
         s = tl.where(allowed != 0, s, float("-inf"))
+    elif MASK_KIND == 3:
+        s = tl.where(keys != 0, s, float("-inf"))
     elif MASK_KIND == 2:
         s += tl.load(MASK + m_off, mask=m_ok, other=0.0).to(tl.float32)
     if MASKED:
@@ -224,20 +249,22 @@ def _exp_units(x, NATURAL: tl.constexpr):
 
 # ----------------------------------------------------------------------------------------------------------- forward
 @triton.jit
-def _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row, smk, scale, softcap, window,
-              S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+def _fwd_tile(acc, m_i, l_i, keys, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap,
+              window, S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
               BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
-    """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units)."""
+    """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units); `keys` is the tile's
+    key-mask row, the next tile's is returned."""
     NATURAL: tl.constexpr = MASK_KIND == 2
+    keys_next = _key_row(MASK, m_row, n0 + BLOCK_N, smk, S_kv, MASK_KIND, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
     kv_ok = kp < S_kv
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
-    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, scale, softcap, window,
-                   MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
+    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, _oriented(keys, MASK_KIND, False),
+                   scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet: no -inf - -inf
     alpha = _exp_units(m_i - m_use, NATURAL)
@@ -245,7 +272,7 @@ def _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_ro
     l_i = l_i * alpha + tl.sum(p, axis=1)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     acc = _mma(_operand(p, V.dtype.element_ty, INTERPRET), v, acc * alpha[:, None], IEEE)
-    return acc, m_new, l_i
+    return acc, m_new, l_i, keys_next
 
 
 @triton.jit
@@ -277,18 +304,17 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = _key_tiles(qp, S_kv, window, CAUSAL, HAS_WINDOW, BLOCK_N)
+    keys = _key_row(MASK, m_row, lo, smk, S_kv, MASK_KIND, BLOCK_N)
+    args = (q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, S_kv, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):  # window edge
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row, smk, scale,
-                                  softcap, window, S_kv, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND,
-                                  D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_lo, full_hi, BLOCK_N):  # every key allowed: no position masks
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row, smk, scale,
-                                  softcap, window, S_kv, sks, svs, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND,
-                                  D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_hi, hi, BLOCK_N):  # causal diagonal and the last, partial tile
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, q, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row, smk, scale,
-                                  softcap, window, S_kv, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND,
-                                  D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
 
     has_mass = l_i > 0.0  # false only without a sink and without any allowed key
     out = acc / tl.where(has_mass, l_i, 1.0)[:, None]
@@ -301,10 +327,11 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
 
 # ---------------------------------------------------------------------------------------------------------- backward
 @triton.jit
-def _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row, smk, scale,
-                 softcap, window, S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+def _bwd_dq_tile(dq, l_sum, keys, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
+                 scale, softcap, window, S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+    keys_next = _key_row(MASK, m_row, n0 + BLOCK_N, smk, S_kv, MASK_KIND, BLOCK_N)  # as in _fwd_tile
     kp = n0 + tl.arange(0, BLOCK_N)
     kv_ok = kp < S_kv
     kpl = kp.to(tl.int64)
@@ -312,8 +339,8 @@ def _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, r
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
-    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, scale, softcap, window,
-                   MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
+    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, _oriented(keys, MASK_KIND, False),
+                   scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p = _exp_units(s - lse_u[:, None], MASK_KIND == 2)
     l_sum += tl.sum(p, axis=1)
     dp = _mm(do, tl.trans(v), IEEE)
@@ -321,7 +348,7 @@ def _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, r
     if HAS_SOFTCAP:
         ds = ds * (1.0 - t * t)
     dq = _mma(_operand(ds, K.dtype.element_ty, INTERPRET), k, dq, IEEE)
-    return dq, l_sum
+    return dq, l_sum, keys_next
 
 
 @triton.jit
@@ -357,18 +384,18 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = _key_tiles(qp, S_kv, window, CAUSAL, HAS_WINDOW, BLOCK_N)
+    keys = _key_row(MASK, m_row, lo, smk, S_kv, MASK_KIND, BLOCK_N)
+    args = (q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, S_kv,
+            sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row,
-                                 smk, scale, softcap, window, S_kv, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                 MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
+                                       BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_lo, full_hi, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row,
-                                 smk, scale, softcap, window, S_kv, sks, svs, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                 MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND,
+                                       D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_hi, hi, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, q, do, lse_u, delta, K, V, k_base, v_base, n0, qp, row_ok, MASK, m_row,
-                                 smk, scale, softcap, window, S_kv, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                 MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
+                                       BLOCK_N, BLOCK_D, INTERPRET, IEEE)
 
     if HAS_SINKS:
         p_sink = _exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
@@ -385,7 +412,8 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
 
 
 @triton.jit
-def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window,
+def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap,
+                 window,
                  S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds, smb, smh, sms, smk,
                  HQ: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
@@ -406,7 +434,8 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, Q, DO, LSE, DELTA, RNORM, 
     m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     qk_t = _mm(k, tl.trans(q), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, True)
-    s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok, scale, softcap, window,
+    s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok,
+                       _oriented(keys, MASK_KIND, True), scale, softcap, window,
                        MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p_t = _exp_units(s_t - lse_u[None, :], NATURAL)
     if NATURAL:
@@ -469,8 +498,9 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, scale, 
     v = _load_rows(V, b * svb + hkv.to(tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    args = (Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds,
-            smb, smh, sms, smk)
+    keys = _key_row(MASK, b * smb, n0, smk, S_kv, MASK_KIND, BLOCK_N)  # this program's key tile: loaded once
+    args = (keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh,
+            sds, smb, smh, sms, smk)
 
     if HAS_QPOS:  # positions in any order: visit every row block, skip those that cannot see this tile
         last = tl.minimum(n0 + BLOCK_N, S_kv) - 1
