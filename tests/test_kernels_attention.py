@@ -123,6 +123,17 @@ def mask_keys(batch, s_q, s_kv, dtype):
     return keep[:, None, None, :]
 
 
+def mask_key_range(starts, ends):
+    """Contiguous key padding, [B, 1, 1, S_kv] bool: batch row b allows keys [starts[b], ends[b]) (an empty range
+    masks the whole row): the kernels take it as a key range, skipping the tiles outside it, and load no mask."""
+    def build(batch, s_q, s_kv, dtype):
+        key = torch.arange(s_kv, device=DEVICE)
+        keep = (key[None, :] >= torch.tensor(starts, device=DEVICE)[:, None]) & \
+            (key[None, :] < torch.tensor(ends, device=DEVICE)[:, None])
+        return keep[:batch, None, None, :]
+    return build
+
+
 def mask_dense(s_q, s_kv, dtype):
     """A [S_q, S_kv] additive mask (broadcast over batch and heads) with one fully masked row."""
     allowed = torch.rand(s_q, s_kv, device=DEVICE) < 0.6
@@ -162,6 +173,14 @@ CASES = {
                                                                                  window=6)),
     "key-padding-plain-gqa4-d64-bf16": (2, 4, 1, 7, 40, 64, BF16, "bhsd",
                                         dict(mask=lambda b, sq, skv, dt: mask_keys(b, sq, skv, dt)[0, 0, 0])),
+    # left padding past whole key tiles (skipped), right padding, and a row with no key at all
+    "key-range-causal-gqa2-d64-bf16": (3, 4, 2, 72, 72, 64, BF16, "bshd",
+                                       dict(mask=mask_key_range([21, 0, 0], [72, 59, 0]), causal=True)),
+    "key-range-window-mha-d64-fp32": (2, 2, 2, 33, 33, 64, FP32, "bhsd",
+                                      dict(mask=mask_key_range([17, 3], [33, 30]), causal=True, window=9)),
+    "key-range-plain-qpos-gqa4-d80-bf16": (2, 4, 1, 7, 40, 80, BF16, "bhsd",
+                                           dict(mask=mask_key_range([5, 16], [37, 33]), causal=True,
+                                                q_pos=[30, 2, 17, 39, 9, 23, 16])),
     "plain-mha-d64-fp32": (1, 2, 2, 7, 7, 64, FP32, "bhsd", dict()),
     "causal-gqa8-d128-bf16": (1, 8, 1, 19, 19, 128, BF16, "bshd", dict(causal=True)),  # Qwen3-8B's ratio and head dim
     "window-gqa8-d128-fp32": (1, 8, 1, 13, 21, 128, FP32, "bhsd", dict(causal=True, window=5)),
@@ -278,6 +297,17 @@ def test_key_masks_load_one_row_of_keys():
         assert _extras(q, k, None, torch.ones(shape, dtype=torch.bool, device=DEVICE), None)[1] == kind, shape
 
 
+def test_key_ranges():
+    """Each key-mask row's first allowed key, last allowed key + 1, and whether a key between them is masked."""
+    from mojo_compile.kernels.attention import _key_ranges
+
+    keys = torch.tensor([[0, 0, 1, 1, 1, 0], [1, 0, 1, 0, 0, 1], [0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]],
+                        dtype=torch.bool, device=DEVICE)
+    expected = [[2, 5, 0], [0, 6, 1], [6, 0, 0], [0, 6, 0]]
+    assert _key_ranges(keys).tolist() == expected
+    assert _key_ranges(keys[:, :0]).tolist() == [[0, 0, 0]] * 4
+
+
 # Small tiles (16 stacked rows = 8 queries x 2 heads, 16 keys) over every offset S_kv - S_q modulo 16 and windows
 # from the diagonal alone to wider than a tile, with the default positions and with the same positions reversed
 # (explicit q_pos: any order): row blocks and key tiles start and end on every kind of boundary, so the
@@ -362,7 +392,7 @@ NOT_DIV16 = {"window", "S_q", "S_kv"}  # what a launch leaves unspecialised; str
 
 def compile_attention(fn, mask_dtype, consts, num_warps, num_stages):
     names = fn.arg_names
-    pointers = {n: "fp32" if n in STATS else "i32" if n == "QPOS" else mask_dtype if n == "MASK" else "bf16"
+    pointers = {n: "fp32" if n in STATS else "i32" if n in ("QPOS", "KRANGE") else mask_dtype if n == "MASK" else "bf16"
                 for n in names if n.isupper()}
     compile_kernel(fn, dict(consts, smk=1), pointers, FLOATS, set(names) - FLOATS - NOT_DIV16, num_warps,
                    num_stages)  # a launch with a unit mask stride makes it a constant
@@ -373,15 +403,17 @@ for d, flags, mask_dtype in ((80, dict(HAS_WINDOW=True, HAS_SOFTCAP=True, HAS_QP
                              (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=1,
                                         HAS_SINKS=False), "u8"),
                              (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=3,
+                                        HAS_SINKS=False), "u8"),
+                             (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=4,
                                         HAS_SINKS=False), "u8")):
     base = dict(HQ=32, HKV=8, D=d, CAUSAL=True, BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
     for kind, fn in (("fwd", A._fwd_kernel), ("dq", A._bwd_dq_kernel), ("dkdv", A._bwd_dkdv_kernel)):
-        bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=flags["MASK_KIND"] != 3)
+        bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=flags["MASK_KIND"] < 3)
         compile_attention(fn, mask_dtype, dict(base, BLOCK_M=bm, BLOCK_N=bn), warps, stages)
 """
 
 
 def test_compiles_for_hopper():
     """The three kernels compile for sm_90 (tests/hopper.py) in their heaviest variants: every feature, D = 80;
-    bool mask, D = 128; and the key-padding mask with the plain case's tiles."""
-    compile_for_hopper(_COMPILE_BODY, 9)
+    bool mask, D = 128; and the key-padding masks (range only; with holes) with the plain case's tiles."""
+    compile_for_hopper(_COMPILE_BODY, 12)

@@ -22,8 +22,11 @@ masked edge). The dK/dV kernel derives its row ranges the same way for the defau
 explicit q_pos it visits every row block and skips those outside the tile's range at run time. The bool and
 additive masks are data: always applied, never used to skip (a finite additive mask such as finfo.min must act
 exactly like eager softmax: a fully masked row is uniform over its keys). A bool mask that is one row of keys per
-batch ([B, 1, 1, S_kv]: key padding, what the mask analysis gives for HF's causal + attention_mask) is loaded as
-that row per key tile and broadcast, not as a [rows, keys] tile: the plain case's tiles, no address tile.
+batch ([B, 1, 1, S_kv]: key padding, what the mask analysis gives for HF's causal + attention_mask) is different:
+each batch row's allowed keys are reduced on the device to a range [first, end) and a has-holes flag
+(_key_ranges). The range is positional, like causal: tiles outside it are skipped and its edge tiles masked, with
+the plain case's tiles and no mask read. Rows with holes in their range take a second launch (MASK_KEY_HOLES) that
+also loads the row of keys per tile and broadcasts it; each launch's programs skip the other's rows.
 
 Numerics. Statistics and accumulators are fp32. The scale is folded with log2(e) into the scores so that the online
 softmax runs on exp2, except with an additive mask: scores then stay in natural units and exp2 gets (s - m) * log2(e)
@@ -53,7 +56,10 @@ __all__ = ["attention_bwd", "attention_fwd"]
 
 _LOG2E = tl.constexpr(1.4426950408889634)
 _LN2 = tl.constexpr(0.6931471805599453)
-MASK_NONE, MASK_BOOL, MASK_ADD, MASK_KEYS = 0, 1, 2, 3  # KEYS: a bool per key, the same for every head and row
+MASK_NONE, MASK_BOOL, MASK_ADD = 0, 1, 2
+# A bool per key, the same for every head and row (key padding): one launch takes the batch rows whose allowed keys
+# are one contiguous range (KEYS: positional, no mask read), a second the rows with holes in it (KEY_HOLES).
+MASK_KEYS, MASK_KEY_HOLES = 3, 4
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
@@ -131,23 +137,24 @@ def _program_rows(S_q, S_kv, QPOS, G: tl.constexpr, HAS_QPOS: tl.constexpr, BLOC
 
 
 @triton.jit
-def _key_tiles(qp, S_kv, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr):
-    """For a block of rows at positions qp: (lo, full_lo, full_hi, hi), multiples of BLOCK_N. Keys outside [lo, hi)
-    are masked for every row; in [full_lo, full_hi) every key is allowed (positionally) for every row."""
+def _key_tiles(qp, key_lo, key_hi, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, BLOCK_N: tl.constexpr):
+    """For a block of rows at positions qp and the keys [key_lo, key_hi) (all keys, or a key mask's range):
+    (lo, full_lo, full_hi, hi), multiples of BLOCK_N. Keys outside [lo, hi) are masked for every row; in
+    [full_lo, full_hi) every key is allowed (positionally) for every row."""
     qp_min = tl.min(qp, axis=0)
     qp_max = tl.max(qp, axis=0)
-    lo = 0
-    full_lo = 0
-    hi = S_kv
-    full_hi = S_kv
+    lo = key_lo
+    full_lo = key_lo
+    hi = key_hi
+    full_hi = key_hi
     if CAUSAL:  # key j <= q_pos
         hi = tl.minimum(hi, tl.maximum(qp_max + 1, 0))
         full_hi = tl.minimum(full_hi, tl.maximum(qp_min + 1, 0))
     if HAS_WINDOW:  # key j > q_pos - window
-        lo = tl.maximum(qp_min - window + 1, 0)
-        full_lo = tl.maximum(qp_max - window + 1, 0)
+        lo = tl.maximum(qp_min - window + 1, lo)
+        full_lo = tl.maximum(qp_max - window + 1, full_lo)
     lo = lo // BLOCK_N * BLOCK_N
-    hi = tl.cdiv(hi, BLOCK_N) * BLOCK_N
+    hi = tl.maximum(tl.cdiv(hi, BLOCK_N) * BLOCK_N, lo)
     full_lo = tl.minimum(tl.maximum(tl.cdiv(full_lo, BLOCK_N) * BLOCK_N, lo), hi)
     full_hi = tl.minimum(tl.maximum(full_hi // BLOCK_N * BLOCK_N, full_lo), hi)
     return lo, full_lo, full_hi, hi
@@ -156,7 +163,7 @@ def _key_tiles(qp, S_kv, window, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
 @triton.jit
 def _mask_row(b, h, i, smb, smh, sms, MASK_KIND: tl.constexpr):
     """The mask's offset of each stacked row; a key mask's is the batch's alone (a scalar)."""
-    if MASK_KIND == 3:
+    if MASK_KIND >= 3:
         off = b * smb
     else:
         off = b * smb + h * smh + i * sms
@@ -164,13 +171,35 @@ def _mask_row(b, h, i, smb, smh, sms, MASK_KIND: tl.constexpr):
 
 
 @triton.jit
-def _key_row(MASK, m_row, n0, smk, S_kv, MASK_KIND: tl.constexpr, BLOCK_N: tl.constexpr):
-    """A key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 past S_kv); other kinds: a placeholder 0. The loops
-    load the next tile's row while computing this one (a plain load in the loop is not pipelined: its latency
-    would be paid per tile)."""
-    if MASK_KIND == 3:
+def _key_range(KRANGE, b, srb, S_kv, MASK_KIND: tl.constexpr):
+    """(key_lo, key_hi, mine): the keys [key_lo, key_hi) hold every key batch row b may attend -- a key mask's
+    range (KRANGE [B, 3] int32: first, end, holes; batch stride srb), else all S_kv keys. The range is positional:
+    tiles outside it are skipped and its edges masked like causal's. `mine`: whether this launch takes the row
+    (KEYS the rows without holes, KEY_HOLES those with); for the other launch's rows the range is empty and
+    nothing may be stored."""
+    if MASK_KIND >= 3:
+        key_lo = tl.load(KRANGE + b * srb)
+        key_hi = tl.load(KRANGE + b * srb + 1)
+        holes = tl.load(KRANGE + b * srb + 2)
+        if MASK_KIND == 3:
+            mine = holes == 0
+        else:
+            mine = holes != 0
+        key_hi = tl.where(mine, key_hi, key_lo)
+    else:
+        key_lo = 0
+        key_hi = S_kv
+        mine = True
+    return key_lo, key_hi, mine
+
+
+@triton.jit
+def _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND: tl.constexpr, BLOCK_N: tl.constexpr):
+    """KEY_HOLES: the key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 from key_hi on); other kinds: a
+    placeholder 0."""
+    if MASK_KIND == 4:
         kp = n0 + tl.arange(0, BLOCK_N)
-        row = tl.load(MASK + m_row + kp.to(tl.int64) * smk, mask=kp < S_kv, other=0)
+        row = tl.load(MASK + m_row + kp.to(tl.int64) * smk, mask=kp < key_hi, other=0)
     else:
         row = 0
     return row
@@ -179,7 +208,7 @@ def _key_row(MASK, m_row, n0, smk, S_kv, MASK_KIND: tl.constexpr, BLOCK_N: tl.co
 @triton.jit
 def _oriented(keys, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
     """A key-mask row as a [1, keys] (KEYS_FIRST: [keys, 1]) tile; the placeholder as it is."""
-    if MASK_KIND == 3:
+    if MASK_KIND == 4:
         if KEYS_FIRST:
             out = keys[:, None]
         else:
@@ -192,8 +221,8 @@ def _oriented(keys, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
 @triton.jit
 def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
     """Offsets and load mask of a [rows, keys] (KEYS_FIRST: [keys, rows]) tile of a bool / additive mask; a key
-    mask has its row loaded apart (_key_row): placeholders."""
-    if MASK_KIND == 3:
+    mask has its row loaded apart (_key_row), no mask needs none: placeholders."""
+    if MASK_KIND == 0 or MASK_KIND >= 3:
         off = 0
         ok = False
     elif KEYS_FIRST:
@@ -212,7 +241,8 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
     """Scores of a tile from the fp32 q.k products, in the softmax's units: log2 units (scale * log2 e folded in),
     natural units with an additive mask. qp / kp (query / key positions), kv_ok (key < S_kv) and the mask's offsets
     and load mask are 2-D broadcastable, in either orientation ([rows, keys] or [keys, rows]); `keys` is a key
-    mask's row, broadcastable the same way. Disallowed: -inf. Also returns tanh(s / softcap) (for the backward;
+    mask's row (KEY_HOLES), broadcastable the same way (KEYS: its range, in kv_ok and the tile ranges, is all of
+    it). Disallowed: -inf. Also returns tanh(s / softcap) (for the backward;
     0 without softcap)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
@@ -225,7 +255,7 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
     if MASK_KIND == 1:
         allowed = tl.load(MASK + m_off, mask=m_ok, other=0)
         s = tl.where(allowed != 0, s, float("-inf"))
-    elif MASK_KIND == 3:
+    elif MASK_KIND == 4:
         s = tl.where(keys != 0, s, float("-inf"))
     elif MASK_KIND == 2:
         s += tl.load(MASK + m_off, mask=m_ok, other=0.0).to(tl.float32)
@@ -249,16 +279,15 @@ def _exp_units(x, NATURAL: tl.constexpr):
 
 # ----------------------------------------------------------------------------------------------------------- forward
 @triton.jit
-def _fwd_tile(acc, m_i, l_i, keys, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap,
-              window, S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-              HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
-    """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units); `keys` is the tile's
-    key-mask row, the next tile's is returned."""
+def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap,
+              window, key_lo, key_hi, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+              HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
+              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+    """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
-    keys_next = _key_row(MASK, m_row, n0 + BLOCK_N, smk, S_kv, MASK_KIND, BLOCK_N)
+    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
-    kv_ok = kp < S_kv
+    kv_ok = (kp >= key_lo) & (kp < key_hi)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
@@ -272,12 +301,12 @@ def _fwd_tile(acc, m_i, l_i, keys, n0, q, K, V, k_base, v_base, qp, row_ok, MASK
     l_i = l_i * alpha + tl.sum(p, axis=1)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     acc = _mma(_operand(p, V.dtype.element_ty, INTERPRET), v, acc * alpha[:, None], IEEE)
-    return acc, m_new, l_i, keys_next
+    return acc, m_new, l_i
 
 
 @triton.jit
-def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_q, S_kv,
-                sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, smb, smh, sms, smk,
+def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv,
+                sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, smb, smh, sms, smk, srb,
                 HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                 MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
@@ -290,6 +319,9 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
+    if MASK_KIND >= 3:
+        row_ok = tl.where(mine, row_ok, False)  # the other launch's rows: nothing loaded, nothing stored
 
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     k_base = b * skb + hkv.to(tl.int64) * skh
@@ -303,18 +335,17 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    lo, full_lo, full_hi, hi = _key_tiles(qp, S_kv, window, CAUSAL, HAS_WINDOW, BLOCK_N)
-    keys = _key_row(MASK, m_row, lo, smk, S_kv, MASK_KIND, BLOCK_N)
-    args = (q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, S_kv, sks, svs)
-    for n0 in range(lo, full_lo, BLOCK_N):  # window edge
-        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+    lo, full_lo, full_hi, hi = _key_tiles(qp, key_lo, key_hi, window, CAUSAL, HAS_WINDOW, BLOCK_N)
+    args = (q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, key_lo, key_hi, sks, svs)
+    for n0 in range(lo, full_lo, BLOCK_N):  # window edge, a key range's first tile
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
+                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_lo, full_hi, BLOCK_N):  # every key allowed: no position masks
-        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
+                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_hi, hi, BLOCK_N):  # causal diagonal and the last, partial tile
-        acc, m_i, l_i, keys = _fwd_tile(acc, m_i, l_i, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
-                                        MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
+                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
 
     has_mass = l_i > 0.0  # false only without a sink and without any allowed key
     out = acc / tl.where(has_mass, l_i, 1.0)[:, None]
@@ -327,13 +358,13 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, SINKS, scale, softcap, window, S_
 
 # ---------------------------------------------------------------------------------------------------------- backward
 @triton.jit
-def _bwd_dq_tile(dq, l_sum, keys, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
-                 scale, softcap, window, S_kv, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
+                 scale, softcap, window, key_lo, key_hi, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
-    keys_next = _key_row(MASK, m_row, n0 + BLOCK_N, smk, S_kv, MASK_KIND, BLOCK_N)  # as in _fwd_tile
+    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
-    kv_ok = kp < S_kv
+    kv_ok = (kp >= key_lo) & (kp < key_hi)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
@@ -348,13 +379,13 @@ def _bwd_dq_tile(dq, l_sum, keys, n0, q, do, lse_u, delta, K, V, k_base, v_base,
     if HAS_SOFTCAP:
         ds = ds * (1.0 - t * t)
     dq = _mma(_operand(ds, K.dtype.element_ty, INTERPRET), k, dq, IEEE)
-    return dq, l_sum, keys_next
+    return dq, l_sum
 
 
 @triton.jit
-def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, SINKS, scale, softcap, window,
-                   S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds,
-                   smb, smh, sms, smk,
+def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS, scale, softcap,
+                   window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds,
+                   smb, smh, sms, smk, srb,
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                    MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
@@ -368,6 +399,9 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
+    if MASK_KIND >= 3:
+        row_ok = tl.where(mine, row_ok, False)  # the other launch's rows: nothing loaded, nothing stored
 
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     do = _load_rows(DO, b * sdb + h * sdh + i * sds, row_ok, D, BLOCK_D, INTERPRET)
@@ -383,19 +417,18 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, S
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
 
-    lo, full_lo, full_hi, hi = _key_tiles(qp, S_kv, window, CAUSAL, HAS_WINDOW, BLOCK_N)
-    keys = _key_row(MASK, m_row, lo, smk, S_kv, MASK_KIND, BLOCK_N)
-    args = (q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, S_kv,
-            sks, svs)
+    lo, full_lo, full_hi, hi = _key_tiles(qp, key_lo, key_hi, window, CAUSAL, HAS_WINDOW, BLOCK_N)
+    args = (q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, key_lo,
+            key_hi, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):
-        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                       BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
+                                 BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_lo, full_hi, BLOCK_N):
-        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND,
-                                       D, BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
+                                 BLOCK_D, INTERPRET, IEEE)
     for n0 in range(full_hi, hi, BLOCK_N):
-        dq, l_sum, keys = _bwd_dq_tile(dq, l_sum, keys, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                       BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
+                                 BLOCK_D, INTERPRET, IEEE)
 
     if HAS_SINKS:
         p_sink = _exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
@@ -450,12 +483,13 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
 
 
 @triton.jit
-def _row_blocks(n0, S_q, S_kv, window, G: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _row_blocks(n0, S_q, S_kv, key_lo, key_hi, window, G: tl.constexpr, CAUSAL: tl.constexpr,
+                HAS_WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """For the key tile [n0, n0 + BLOCK_N) and the default positions (query i at S_kv - S_q + i, increasing):
     (lo, full_lo, full_hi, hi) in stacked rows, multiples of BLOCK_M. Rows outside [lo, hi) see no key of the
-    tile; rows in [full_lo, full_hi) see all of them. A partial last tile has no full rows: its keys past S_kv
-    (zero K/V rows) would only feed dK/dV rows that are never stored, but their p = exp(0 - lse) can overflow."""
+    tile; rows in [full_lo, full_hi) see all of them. A tile with keys outside [key_lo, key_hi) (the last, partial
+    tile; a key mask's range edges) has no full rows: its keys past S_kv (zero K/V rows) would only feed dK/dV rows
+    that are never stored, but their p = exp(0 - lse) can overflow."""
     off = S_kv - S_q
     last = tl.minimum(n0 + BLOCK_N, S_kv) - 1  # the tile's last real key
     i_lo = 0
@@ -468,7 +502,7 @@ def _row_blocks(n0, S_q, S_kv, window, G: tl.constexpr, CAUSAL: tl.constexpr, HA
     if HAS_WINDOW:  # some key iff position - window < last; all keys iff position - window < n0
         i_hi = tl.minimum(tl.maximum(last + window - off, 0), S_q)
         f_hi = tl.minimum(tl.maximum(n0 + window - off, 0), S_q)
-    f_hi = tl.where(n0 + BLOCK_N <= S_kv, f_hi, 0)
+    f_hi = tl.where((n0 >= key_lo) & (n0 + BLOCK_N <= key_hi), f_hi, 0)  # a key of the tile is out of range
     lo = i_lo * G // BLOCK_M * BLOCK_M
     hi = tl.maximum(tl.cdiv(i_hi * G, BLOCK_M) * BLOCK_M, lo)
     full_lo = tl.minimum(tl.maximum(tl.cdiv(f_lo * G, BLOCK_M) * BLOCK_M, lo), hi)
@@ -477,8 +511,8 @@ def _row_blocks(n0, S_q, S_kv, window, G: tl.constexpr, CAUSAL: tl.constexpr, HA
 
 
 @triton.jit
-def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, scale, softcap, window, S_q, S_kv,
-                     sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk,
+def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap, window, S_q, S_kv,
+                     sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk, srb,
                      HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                      HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr,
@@ -492,17 +526,20 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, scale, 
     hkv = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
     kp = n0 + tl.arange(0, BLOCK_N)
-    kv_ok = kp < S_kv
+    key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
+    kv_ok = (kp >= key_lo) & (kp < key_hi)  # keys outside a key mask's range: masked like keys past S_kv
     kpl = kp.to(tl.int64)
     k = _load_rows(K, b * skb + hkv.to(tl.int64) * skh + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, b * svb + hkv.to(tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    keys = _key_row(MASK, b * smb, n0, smk, S_kv, MASK_KIND, BLOCK_N)  # this program's key tile: loaded once
+    keys = _key_row(MASK, b * smb, n0, smk, key_hi, MASK_KIND, BLOCK_N)  # this program's key tile: loaded once
     args = (keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh,
             sds, smb, smh, sms, smk)
 
-    if HAS_QPOS:  # positions in any order: visit every row block, skip those that cannot see this tile
+    if (n0 >= key_hi) | (n0 + BLOCK_N <= key_lo):
+        pass  # no key of this tile is in the key mask's range (or the row is the other launch's): dK = dV = 0
+    elif HAS_QPOS:  # positions in any order: visit every row block, skip those that cannot see this tile
         last = tl.minimum(n0 + BLOCK_N, S_kv) - 1
         for t0 in range(0, S_q * G, BLOCK_M):
             row_ok, _, _, qp = _stacked_rows(t0, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
@@ -515,7 +552,8 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, scale, 
                 dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
                                       HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
     else:
-        lo, full_lo, full_hi, hi = _row_blocks(n0, S_q, S_kv, window, G, CAUSAL, HAS_WINDOW, BLOCK_M, BLOCK_N)
+        lo, full_lo, full_hi, hi = _row_blocks(n0, S_q, S_kv, key_lo, key_hi, window, G, CAUSAL, HAS_WINDOW,
+                                               BLOCK_M, BLOCK_N)
         for t0 in range(lo, full_lo, BLOCK_M):  # window edge
             dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
                                   HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
@@ -527,8 +565,11 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, scale, 
                                   HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
 
     out = ((b * HKV + hkv) * S_kv + kpl) * D
-    _store_rows(DK, out, kv_ok, dk * scale, D, BLOCK_D, INTERPRET)
-    _store_rows(DV, out, kv_ok, dv, D, BLOCK_D, INTERPRET)
+    store = kp < S_kv
+    if MASK_KIND >= 3:
+        store = tl.where(mine, store, False)
+    _store_rows(DK, out, store, dk * scale, D, BLOCK_D, INTERPRET)
+    _store_rows(DV, out, store, dv, D, BLOCK_D, INTERPRET)
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
@@ -596,21 +637,48 @@ def _check(q, k, v):
         raise ValueError(f"mojo attention: q/k/v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
 
 
+def _key_ranges(keys: torch.Tensor) -> torch.Tensor:
+    """[B, 3] int32 (first allowed key, last allowed key + 1, whether a key between them is masked) of a key mask's
+    rows [B, S_kv]; a row with no allowed key: (S_kv, 0, 0). Device ops, no host sync."""
+    count = keys.sum(-1, dtype=torch.int32)
+    first = (keys.cumsum(-1, dtype=torch.int32) == 0).sum(-1, dtype=torch.int32)  # keys before the first allowed
+    end = keys.shape[-1] - (keys.flip(-1).cumsum(-1, dtype=torch.int32) == 0).sum(-1, dtype=torch.int32)
+    holes = count < (end - first).clamp_min(0)
+    return torch.stack([first, end, holes.to(torch.int32)], -1).contiguous()
+
+
 def _extras(q, k, q_pos, mask, sinks):
-    """(mask view [B, Hq, S_q, S_kv] or a dummy, MASK_KIND, q_pos, sinks): broadcast dims get stride 0."""
+    """(mask view [B, Hq, S_q, S_kv] or a dummy, MASK_KIND, key ranges or None, q_pos, sinks): broadcast dims get
+    stride 0."""
     batch, hq, s_q, _ = q.shape
     s_kv = k.shape[2]
-    kind = MASK_NONE
+    kind, ranges = MASK_NONE, None
     if mask is not None:
         kind = MASK_BOOL if mask.dtype == torch.bool else MASK_ADD
         if kind == MASK_BOOL and all(isinstance(n, int) and n == 1 for n in mask.shape[-3:-1]):
             kind = MASK_KEYS  # [B, 1, 1, S_kv] (key padding) or narrower: one row of keys per batch
+            ranges = _key_ranges(mask.reshape(-1, mask.shape[-1]).expand(-1, s_kv))
         if kind != MASK_ADD:
             mask = as_bytes(mask)  # a byte per element either way; loads as an integer everywhere
         mask = mask.expand(batch, hq, s_q, s_kv)
     q_pos = q_pos.contiguous() if q_pos is not None else None
     sinks = sinks.contiguous() if sinks is not None else None
-    return mask, kind, q_pos, sinks
+    return mask, kind, ranges, q_pos, sinks
+
+
+def _launches(kind: int) -> tuple[int, ...]:
+    """The kernels' MASK_KIND per launch: a key mask takes two, the batch rows without holes in their key range
+    and those with (each launch's programs skip the other's rows; one kernel holding both loops would need the
+    shared memory of both)."""
+    return (MASK_KEYS, MASK_KEY_HOLES) if kind == MASK_KEYS else (kind,)
+
+
+def _ranges_arg(ranges, q):
+    """The key ranges and their batch stride (0 for one row broadcast over the batch), or a dummy."""
+    if ranges is None:
+        return q, 0
+    ranges = ranges.expand(q.shape[0], 3)
+    return ranges, ranges.stride(0)
 
 
 def _flags(causal, window, softcap, q_pos, kind, sinks, hq, hkv, d):
@@ -628,7 +696,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
     q, k, v = _unit_last(q), _unit_last(k), _unit_last(v)
     batch, hq, s_q, d = q.shape
     hkv, s_kv = k.shape[1], k.shape[2]
-    mask, kind, q_pos, sinks = _extras(q, k, q_pos, mask, sinks)
+    mask, kind, ranges, q_pos, sinks = _extras(q, k, q_pos, mask, sinks)
     out = torch.empty((batch, hq, s_q, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, hq, s_q), dtype=torch.float32, device=q.device)
     group = hq // hkv
@@ -636,12 +704,14 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
     block_m, block_n, num_warps, num_stages = _config("fwd", s_q * group, d, q.dtype, heavy, config)
     grid = (triton.cdiv(s_q * group, block_m), hkv, batch)  # 0 programs for empty inputs: nothing launches
     m_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
-    wrap_triton(_fwd_kernel)[grid](
-        q, k, v, out, lse, q_pos if q_pos is not None else q, mask if mask is not None else q,
-        sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *m_strides,
-        **_flags(causal, window, softcap, q_pos, kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
-        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
+    ranges, srb = _ranges_arg(ranges, q)
+    for launch_kind in _launches(kind):
+        wrap_triton(_fwd_kernel)[grid](
+            q, k, v, out, lse, q_pos if q_pos is not None else q, mask if mask is not None else q, ranges,
+            sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
+            *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *m_strides, srb,
+            **_flags(causal, window, softcap, q_pos, launch_kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
+            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
     return out, lse
 
 
@@ -656,7 +726,7 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
     batch, hq, s_q, d = q.shape
     hkv, s_kv = k.shape[1], k.shape[2]
     group = hq // hkv
-    mask, kind, q_pos, sinks = _extras(q, k, q_pos, mask, sinks)
+    mask, kind, ranges, q_pos, sinks = _extras(q, k, q_pos, mask, sinks)
     lse = lse.contiguous()
     dq = torch.empty((batch, hq, s_q, d), dtype=q.dtype, device=q.device)
     dk = torch.empty((batch, hkv, s_kv, d), dtype=k.dtype, device=k.device)
@@ -673,22 +743,26 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
     flags = _flags(causal, window, softcap, q_pos, kind, sinks, hq, hkv, d)
     q_pos_arg = q_pos if q_pos is not None else q
     mask_arg = mask if mask is not None else q
+    ranges, srb = _ranges_arg(ranges, q)
 
     # dQ first: it writes delta (and the row normalisers) that the dK/dV kernel reads.
     heavy = kind in (MASK_BOOL, MASK_ADD) or softcap > 0.0
     block_m, block_n, num_warps, num_stages = _config("dq", s_q * group, d, q.dtype, heavy, dq_config)
-    wrap_triton(_bwd_dq_kernel)[(triton.cdiv(s_q * group, block_m), hkv, batch)](
-        q, k, v, out, grad_out, lse, delta, r_norm, p_sink, dq, q_pos_arg, mask_arg,
-        sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3], *grad_out.stride()[:3], *m_strides,
-        **flags, HAS_SINKS=sinks is not None, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
-        num_stages=num_stages)
+    for launch_kind in _launches(kind):
+        wrap_triton(_bwd_dq_kernel)[(triton.cdiv(s_q * group, block_m), hkv, batch)](
+            q, k, v, out, grad_out, lse, delta, r_norm, p_sink, dq, q_pos_arg, mask_arg, ranges,
+            sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv, *q.stride()[:3], *k.stride()[:3],
+            *v.stride()[:3], *out.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
+            **dict(flags, MASK_KIND=launch_kind), HAS_SINKS=sinks is not None, BLOCK_M=block_m, BLOCK_N=block_n,
+            num_warps=num_warps, num_stages=num_stages)
 
     block_m, block_n, num_warps, num_stages = _config("dkdv", s_q * group, d, q.dtype, heavy, kv_config)
-    wrap_triton(_bwd_dkdv_kernel)[(triton.cdiv(s_kv, block_n), hkv, batch)](
-        q, k, v, grad_out, lse, delta, r_norm, dk, dv, q_pos_arg, mask_arg, scale, softcap, window, s_q, s_kv,
-        *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3], *m_strides,
-        **flags, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
+    for launch_kind in _launches(kind):
+        wrap_triton(_bwd_dkdv_kernel)[(triton.cdiv(s_kv, block_n), hkv, batch)](
+            q, k, v, grad_out, lse, delta, r_norm, dk, dv, q_pos_arg, mask_arg, ranges, scale, softcap, window, s_q,
+            s_kv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
+            **dict(flags, MASK_KIND=launch_kind), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+            num_stages=num_stages)
 
     dsinks = (-p_sink.sum(dim=(0, 2))).to(sinks.dtype) if sinks is not None else None
     return dq, dk, dv, dsinks
