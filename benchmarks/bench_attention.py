@@ -59,12 +59,16 @@ def sdpa_backend(name):
     return run
 
 
-def prefill(rows):
+def prefill_inputs():
+    """q, k, v of the prefill shape (trainable), the default scale and the causal FLOPs of the forward."""
     torch.manual_seed(0)
     q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
-    scale = D ** -0.5
-    flops = 2 * 2 * B * HQ * S * S * D / 2
+    return q, k, v, D ** -0.5, 2 * 2 * B * HQ * S * S * D / 2
+
+
+def prefill(rows):
+    q, k, v, scale, flops = prefill_inputs()
 
     def op(q, k, v):
         return mojo.attention(q, k, v, None, None, scale, True, 0, 0.0, None, "ttx")[0]
@@ -78,17 +82,24 @@ def prefill(rows):
         if name == "mojo triton flash":
             os.environ["MOJO_DETERMINISTIC"] = "1"  # forward and backward
         try:
-            out = fn(q, k, v)
-            err = rel_err(out, ref)
-            fwd = bench(lambda: fn(q, k, v), cudagraph=False)
-            dout = torch.randn_like(out)
-            train = bench(lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), cudagraph=False)
-            rows.append([f"prefill B{B} S{S} causal", name, f"{fwd / 1e3:.3f}", f"{flops / fwd / 1e6:.0f}",
-                         f"{train / 1e3:.3f}", f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"])
-        except Exception as e:
-            rows.append([f"prefill B{B} S{S} causal", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+            rows.append(time_fwd_bwd(f"prefill B{B} S{S} causal", name, fn, (q, k, v), ref, flops))
         finally:
             os.environ.pop("MOJO_DETERMINISTIC", None)
+
+
+def time_fwd_bwd(workload, name, fn, inputs, ref, flops, rows_compared=None):
+    """A table row: forward and forward + backward times and TFLOP/s (backward = 2.5x the forward's FLOPs) and the
+    error against `ref` (on `rows_compared` only, if given); or the failure."""
+    try:
+        out = fn(*inputs)
+        err = rel_err(out, ref) if rows_compared is None else rel_err(out[rows_compared], ref[rows_compared])
+        fwd = bench(lambda: fn(*inputs), cudagraph=False)
+        dout = torch.randn_like(out)
+        train = bench(lambda: torch.autograd.grad(fn(*inputs), inputs, dout), cudagraph=False)
+        return [workload, name, f"{fwd / 1e3:.3f}", f"{flops / fwd / 1e6:.0f}", f"{train / 1e3:.3f}",
+                f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"]
+    except Exception as e:
+        return [workload, name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]]
 
 
 def hf_graph(rows):
@@ -136,11 +147,7 @@ def decode(rows):
 
 
 def padded_prefill(rows):
-    torch.manual_seed(0)
-    q = torch.randn(B, HQ, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    k, v = (torch.randn(B, HKV, S, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
-    scale = D ** -0.5
-    flops = 2 * 2 * B * HQ * S * S * D / 2
+    q, k, v, scale, flops = prefill_inputs()
     lengths = torch.tensor([S, S - 512, S - 1024, S // 2], device="cuda")
     keys = torch.arange(S, device="cuda")[None, :] >= (S - lengths)[:, None]  # left padding: [B, S]
     causal = torch.ones(S, S, dtype=torch.bool, device="cuda").tril()
@@ -158,16 +165,7 @@ def padded_prefill(rows):
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=full, scale=scale,
                                              enable_gqa=True)
     for name, fn in impls.items():
-        try:
-            out = fn(q, k, v)
-            err = rel_err(out[real], ref[real])
-            fwd = bench(lambda: fn(q, k, v), cudagraph=False)
-            dout = torch.randn_like(out)
-            train = bench(lambda: torch.autograd.grad(fn(q, k, v), (q, k, v), dout), cudagraph=False)
-            rows.append([f"padded prefill B{B} S{S}", name, f"{fwd / 1e3:.3f}", f"{flops / fwd / 1e6:.0f}",
-                         f"{train / 1e3:.3f}", f"{3.5 * flops / train / 1e6:.0f}", f"{err:.1e}"])
-        except Exception as e:
-            rows.append([f"padded prefill B{B} S{S}", name, "failed", "", "", "", f"{type(e).__name__}: {e}"[:60]])
+        rows.append(time_fwd_bwd(f"padded prefill B{B} S{S}", name, fn, (q, k, v), ref, flops, real))
 
 
 def main():

@@ -124,27 +124,6 @@ def test_padding(family, attn, target):
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-3, atol=1e-5, msg=name)
 
 
-def test_padding_is_proven_for_every_length():
-    """Symbolic batch and length: the padding structure is proven from the formula, one graph for two shapes."""
-    model = build("llama", "sdpa", torch.float32)
-    compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})
-    with torch.no_grad():
-        for batch, length in ((2, 9), (3, 14)):
-            ids = torch.randint(3, 256, (batch, length), device=DEVICE)
-            attention_mask = torch.ones(batch, length, dtype=torch.long, device=DEVICE)
-            attention_mask[1, :3] = 0
-            for t in (ids, attention_mask):
-                torch._dynamo.mark_dynamic(t, 0)
-                torch._dynamo.mark_dynamic(t, 1)
-            out = compiled(input_ids=ids, attention_mask=attention_mask).logits
-            ref = model(input_ids=ids, attention_mask=attention_mask).logits
-            torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
-    report = mojo_compile.last_report()
-    assert len(report.graphs) == 1
-    assert [s.detail for s in report.sites if s.op == "mojo.attention"] == \
-        ["mask: causal + key padding (proven from the mask subgraph)"] * 2
-
-
 def _padded_attention(form):
     def attend(q, k, v, keep):
         n = q.shape[2]
@@ -317,22 +296,29 @@ def test_gpt_oss_sinks():
         torch.testing.assert_close(g, ref_grads[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
-@pytest.mark.parametrize("family,attn", [("llama", "eager"), ("mistral", "sdpa")])
-def test_dynamic_sequence_length_proves_the_mask_symbolically(family, attn):
-    """With a symbolic sequence length the mask is no constant: its subgraph is evaluated as a formula of the
-    indices (mask_algebra) and proven causal / sliding-window for every length. Two lengths, one graph."""
+@pytest.mark.parametrize("family,attn,padded,expected", [
+    ("llama", "eager", False, "causal"), ("mistral", "sdpa", False, "causal, window 5"),
+    ("llama", "sdpa", True, "causal + key padding")])
+def test_dynamic_shapes_prove_the_mask_symbolically(family, attn, padded, expected):
+    """With a symbolic batch and sequence length the mask is no constant: its subgraph is evaluated as a formula of
+    the indices (mask_algebra; a padded batch's attention_mask as a function of its own) and proven causal /
+    sliding-window / causal + key padding for every size. Two shapes, one graph."""
     model = build(family, attn, torch.float32)
     compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager"})
     with torch.no_grad():
-        for length in (9, 14):
-            ids = torch.randint(3, 256, (2, length), device=DEVICE)
-            torch._dynamo.mark_dynamic(ids, 1)
-            out = compiled(input_ids=ids, use_cache=False).logits
-            ref = model(input_ids=ids, use_cache=False).logits
+        for batch, length in ((2, 9), (3, 14)):
+            inputs = dict(input_ids=torch.randint(3, 256, (batch, length), device=DEVICE))
+            if padded:
+                inputs["attention_mask"] = torch.ones(batch, length, dtype=torch.long, device=DEVICE)
+                inputs["attention_mask"][1, :3] = 0
+            for t in inputs.values():
+                torch._dynamo.mark_dynamic(t, 0)
+                torch._dynamo.mark_dynamic(t, 1)
+            out = compiled(**inputs, use_cache=False).logits
+            ref = model(**inputs, use_cache=False).logits
             torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
     report = mojo_compile.last_report()
     assert len(report.graphs) == 1
-    expected = "causal, window 5" if family == "mistral" else "causal"
     assert [s.detail for s in report.sites if s.op == "mojo.attention"] == \
         [f"mask: {expected} (proven from the mask subgraph)"] * 2
 

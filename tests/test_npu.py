@@ -67,6 +67,8 @@ CASES = {  # name: (s_q, s_kv, mask_of(batch, s_q, s_kv) or None, q_pos, causal,
     "window": (7, 7, None, None, True, 3, 0),
     "mask": (5, 7, lambda b, sq, skv: torch.rand(b, 1, sq, skv) > 0.3, None, False, 0, 0),
     "mask_and_causal": (5, 7, lambda b, sq, skv: torch.rand(sq, skv) > 0.3, None, True, 0, 0),
+    # what the mask analysis gives for HF's causal + padding: a [B, 1, 1, S] key mask with causal
+    "key_padding_and_causal": (6, 6, lambda b, sq, skv: torch.rand(b, 1, 1, skv) > 0.3, None, True, 0, 0),
 }
 
 
@@ -76,7 +78,10 @@ def test_attention_matches_the_reference(npu, case):
     q, k, v = qkv(s_q, s_kv)
     mask = make_mask(2, s_q, s_kv) if make_mask else None
     if mask is not None:
-        mask[..., 1, :] = False  # a query row with no key at all
+        if mask.shape[-2] > 1:
+            mask[..., 1, :] = False  # a query row with no key at all
+        else:
+            mask[-1] = False  # a batch row with no key at all
     before = None if mask is None else mask.clone()
     positions = torch.tensor(q_pos) if q_pos else None
     args = (q, k, v, mask, positions, 0.3, causal, window, 0.0, None)

@@ -12,12 +12,14 @@ Every spelling reads k and v before repeat_kv: the op reads each kv head once fo
 
 The mask is an input of the pattern. After the rewrite, `analyse_masks` looks at each op's mask subgraph: where
 it depends on no runtime input (the masks HF builds from aranges for a prefill), it is a function of the sizes
-alone. Static sizes: it is a constant of the compiled graph, evaluated once and compared. Symbolic sizes: it is
-evaluated as a formula of its indices (mask_algebra.py) and the formula compared. If it is exactly causal
-(bottom-right aligned) or causal with a sliding window, the op gets that structure and the tensor is dropped --
-proven, not assumed. Anything else (padding from the user's attention_mask, a StaticCache decode mask built from
-cache_position) keeps the tensor. Not covered here: Falcon's handwritten eager path (A5), other sink spellings
-(flint, granite_swa).
+alone. Static sizes: it is a constant of the compiled graph, evaluated once and compared. Symbolic sizes, or the
+user's attention_mask among its inputs: it is evaluated as a formula of its indices (mask_algebra.py, the
+attention_mask an uninterpreted function of its own) and the formula compared. If it is exactly causal
+(bottom-right aligned) or causal with a sliding window -- and, for a bool mask, also `attention_mask[b, j] != 0`
+(key padding) -- the op gets that structure (and a [B, 1, 1, S] key mask) and the S x S tensor is dropped: proven,
+not assumed. Anything else (an additive padding mask, whose fully padded rows eager makes uniform; a StaticCache
+decode mask built from cache_position) keeps the tensor. Not covered here: Falcon's handwritten eager path (A5),
+other sink spellings (flint, granite_swa).
 """
 from __future__ import annotations
 
@@ -342,8 +344,8 @@ def _key_padding_mask(gm: GraphModule, keys: Node, q: Node, k: Node, before: Nod
 
 
 def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
-    """Give each mojo.attention node whose mask is proven causal / sliding-window that structure instead of the
-    tensor. Returns node -> structure, for the report."""
+    """Give each mojo.attention node whose mask is proven causal / sliding-window (+ key padding) that structure
+    instead of the tensor. Returns node -> structure, for the report."""
     proven, cache, padding = {}, {}, {}
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not mojo.attention.default:
