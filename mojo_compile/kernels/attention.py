@@ -194,6 +194,16 @@ def _key_range(KRANGE, b, srb, S_kv, MASK_KIND: tl.constexpr):
 
 
 @triton.jit
+def _key_ok(kp, key_lo, key_hi, MASK_KIND: tl.constexpr):
+    """Keys kp in [key_lo, key_hi); without a key mask the range starts at 0 and only its end is compared."""
+    if MASK_KIND >= 3:
+        ok = (kp >= key_lo) & (kp < key_hi)
+    else:
+        ok = kp < key_hi
+    return ok
+
+
+@triton.jit
 def _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND: tl.constexpr, BLOCK_N: tl.constexpr):
     """KEY_HOLES: the key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 from key_hi on); other kinds: a
     placeholder 0."""
@@ -242,8 +252,7 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
     natural units with an additive mask. qp / kp (query / key positions), kv_ok (key < S_kv) and the mask's offsets
     and load mask are 2-D broadcastable, in either orientation ([rows, keys] or [keys, rows]); `keys` is a key
     mask's row (KEY_HOLES), broadcastable the same way (KEYS: its range, in kv_ok and the tile ranges, is all of
-    it). Disallowed: -inf. Also returns tanh(s / softcap) (for the backward;
-    0 without softcap)."""
+    it). Disallowed: -inf. Also returns tanh(s / softcap) (for the backward; 0 without softcap)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     if HAS_SOFTCAP:
@@ -287,7 +296,7 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
     NATURAL: tl.constexpr = MASK_KIND == 2
     keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
-    kv_ok = (kp >= key_lo) & (kp < key_hi)
+    kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
@@ -364,7 +373,7 @@ def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, r
                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
     keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
-    kv_ok = (kp >= key_lo) & (kp < key_hi)
+    kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
@@ -527,7 +536,7 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
     b = tl.program_id(2).to(tl.int64)
     kp = n0 + tl.arange(0, BLOCK_N)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
-    kv_ok = (kp >= key_lo) & (kp < key_hi)  # keys outside a key mask's range: masked like keys past S_kv
+    kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)  # keys outside a key mask's range: masked like keys past S_kv
     kpl = kp.to(tl.int64)
     k = _load_rows(K, b * skb + hkv.to(tl.int64) * skh + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, b * svb + hkv.to(tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
