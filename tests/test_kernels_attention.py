@@ -134,6 +134,14 @@ def mask_key_range(starts, ends):
     return build
 
 
+def mask_mixed_holes(batch, s_q, s_kv, dtype):
+    """Key padding where one batch row has a hole in its range and the others none (one contiguous, one empty):
+    the two launches each take their own rows and must leave the other's outputs alone."""
+    keep = mask_key_range([7, 0, 0], [s_kv, 30, 0])(batch, s_q, s_kv, dtype).clone()
+    keep[1, ..., 12] = False
+    return keep
+
+
 def mask_dense(s_q, s_kv, dtype):
     """A [S_q, S_kv] additive mask (broadcast over batch and heads) with one fully masked row."""
     allowed = torch.rand(s_q, s_kv, device=DEVICE) < 0.6
@@ -181,6 +189,8 @@ CASES = {
     "key-range-plain-qpos-gqa4-d80-bf16": (2, 4, 1, 7, 40, 80, BF16, "bhsd",
                                            dict(mask=mask_key_range([5, 16], [37, 33]), causal=True,
                                                 q_pos=[30, 2, 17, 39, 9, 23, 16])),
+    "key-range-mixed-holes-gqa2-d64-bf16": (3, 4, 2, 40, 40, 64, BF16, "bshd",
+                                            dict(mask=mask_mixed_holes, causal=True)),
     "plain-mha-d64-fp32": (1, 2, 2, 7, 7, 64, FP32, "bhsd", dict()),
     "causal-gqa8-d128-bf16": (1, 8, 1, 19, 19, 128, BF16, "bshd", dict(causal=True)),  # Qwen3-8B's ratio and head dim
     "window-gqa8-d128-fp32": (1, 8, 1, 13, 21, 128, FP32, "bhsd", dict(causal=True, window=5)),

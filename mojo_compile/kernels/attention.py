@@ -204,28 +204,19 @@ def _key_ok(kp, key_lo, key_hi, MASK_KIND: tl.constexpr):
 
 
 @triton.jit
-def _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND: tl.constexpr, BLOCK_N: tl.constexpr):
-    """KEY_HOLES: the key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 from key_hi on); other kinds: a
-    placeholder 0."""
+def _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr, BLOCK_N: tl.constexpr):
+    """KEY_HOLES: the key mask's bytes for the keys [n0, n0 + BLOCK_N) (0 from key_hi on) as a [1, keys] tile
+    (KEYS_FIRST: [keys, 1]), broadcast over the rows; other kinds: a placeholder 0."""
     if MASK_KIND == 4:
         kp = n0 + tl.arange(0, BLOCK_N)
         row = tl.load(MASK + m_row + kp.to(tl.int64) * smk, mask=kp < key_hi, other=0)
+        if KEYS_FIRST:
+            row = row[:, None]
+        else:
+            row = row[None, :]
     else:
         row = 0
     return row
-
-
-@triton.jit
-def _oriented(keys, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
-    """A key-mask row as a [1, keys] (KEYS_FIRST: [keys, 1]) tile; the placeholder as it is."""
-    if MASK_KIND == 4:
-        if KEYS_FIRST:
-            out = keys[:, None]
-        else:
-            out = keys[None, :]
-    else:
-        out = keys
-    return out
 
 
 @triton.jit
@@ -294,14 +285,14 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
               BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
     """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
-    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
+    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, False, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
     kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
-    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, _oriented(keys, MASK_KIND, False),
+    s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, keys,
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet: no -inf - -inf
@@ -371,7 +362,7 @@ def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, r
                  scale, softcap, window, key_lo, key_hi, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
-    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, BLOCK_N)
+    keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, False, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
     kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
@@ -379,7 +370,7 @@ def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, r
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     qk = _mm(q, tl.trans(k), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
-    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, _oriented(keys, MASK_KIND, False),
+    s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, keys,
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p = _exp_units(s - lse_u[:, None], MASK_KIND == 2)
     l_sum += tl.sum(p, axis=1)
@@ -477,7 +468,7 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     qk_t = _mm(k, tl.trans(q), IEEE)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, True)
     s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok,
-                       _oriented(keys, MASK_KIND, True), scale, softcap, window,
+                       keys, scale, softcap, window,
                        MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p_t = _exp_units(s_t - lse_u[None, :], NATURAL)
     if NATURAL:
@@ -542,7 +533,7 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
     v = _load_rows(V, b * svb + hkv.to(tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    keys = _key_row(MASK, b * smb, n0, smk, key_hi, MASK_KIND, BLOCK_N)  # this program's key tile: loaded once
+    keys = _key_row(MASK, b * smb, n0, smk, key_hi, MASK_KIND, True, BLOCK_N)  # this program's key tile: once
     args = (keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh,
             sds, smb, smh, sms, smk)
 
