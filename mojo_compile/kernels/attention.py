@@ -50,7 +50,8 @@ import triton
 import triton.language as tl
 
 from .gated_gemm import _hint
-from .rms_norm import _round, as_bytes, interpreting, wrap_triton
+from .common import as_bytes, interpreting, wrap_triton, writes
+from .rms_norm import _round
 
 __all__ = ["attention_bwd", "attention_fwd"]
 
@@ -111,29 +112,36 @@ def _store_rows(P, row_off, row_ok, x, D: tl.constexpr, BLOCK_D: tl.constexpr, I
 
 
 @triton.jit
-def _stacked_rows(t0, hkv, S_q, S_kv, QPOS, G: tl.constexpr, HAS_QPOS: tl.constexpr, BLOCK_M: tl.constexpr):
+def _stacked_rows(t0, hkv, S_q, G: tl.constexpr, BLOCK_M: tl.constexpr):
     """Stacked rows t0 .. t0 + BLOCK_M: validity, query index (clamped into range, so padded rows borrow a real
-    row's position and addresses stay in bounds), q head and position (int32)."""
+    row's position and addresses stay in bounds) and q head. No tensor argument: its results address stores, and
+    torch's write analysis would count any pointer argument of this call as written (kernels/common.py)."""
     t = t0 + tl.arange(0, BLOCK_M)
     row_ok = t < S_q * G
     i = tl.minimum(t // G, S_q - 1)
     h = hkv * G + t % G
-    if HAS_QPOS:
-        qp = tl.load(QPOS + i).to(tl.int32)
-    else:  # bottom-right alignment: the last query sits at the last key
-        qp = i + (S_kv - S_q)
-    return row_ok, i.to(tl.int64), h.to(tl.int64), qp
+    return row_ok, i.to(tl.int64), h.to(tl.int64)
 
 
 @triton.jit
-def _program_rows(S_q, S_kv, QPOS, G: tl.constexpr, HAS_QPOS: tl.constexpr, BLOCK_M: tl.constexpr):
+def _positions(QPOS, i, S_q, S_kv, HAS_QPOS: tl.constexpr):
+    """The rows' query positions (int32): QPOS[i], or bottom-right aligned (the last query at the last key)."""
+    if HAS_QPOS:
+        qp = tl.load(QPOS + i).to(tl.int32)
+    else:
+        qp = (i + (S_kv - S_q)).to(tl.int32)
+    return qp
+
+
+@triton.jit
+def _program_rows(S_q, G: tl.constexpr, BLOCK_M: tl.constexpr):
     """This program's (batch, kv head) and block of stacked rows (see _stacked_rows) on the grid (row blocks, kv
     heads, batch), the latest rows first: under causal they have the most keys, so the long blocks start early."""
     pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
     hkv = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
-    row_ok, i, h, qp = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
-    return b, hkv, row_ok, i, h, qp
+    row_ok, i, h = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, G, BLOCK_M)
+    return b, hkv, row_ok, i, h
 
 
 @triton.jit
@@ -304,6 +312,7 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
     return acc, m_new, l_i
 
 
+@writes("OUT", "LSE")
 @triton.jit
 def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv,
                 sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, smb, smh, sms, smk, srb,
@@ -318,7 +327,8 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
     IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
+    qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
     if MASK_KIND >= 3:
         row_ok = tl.where(mine, row_ok, False)  # the other launch's rows: nothing loaded, nothing stored
@@ -382,6 +392,7 @@ def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, r
     return dq, l_sum
 
 
+@writes("DQ", "DELTA", RNORM=lambda a: a["MASK_KIND"] == 2, PSINK="HAS_SINKS")
 @triton.jit
 def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS, scale, softcap,
                    window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds,
@@ -398,7 +409,8 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
     IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    b, hkv, row_ok, i, h, qp = _program_rows(S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
+    qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
     if MASK_KIND >= 3:
         row_ok = tl.where(mine, row_ok, False)  # the other launch's rows: nothing loaded, nothing stored
@@ -456,7 +468,8 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     that p^T and dS^T come out of the dots as the operands of dV += p^T dO and dK += dS^T Q."""
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
-    row_ok, i, h, qp = _stacked_rows(t0, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+    row_ok, i, h = _stacked_rows(t0, hkv, S_q, G, BLOCK_M)
+    qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     do = _load_rows(DO, b * sdb + h * sdh + i * sds, row_ok, D, BLOCK_D, INTERPRET)
     stat = (b * HQ + h) * S_q + i
@@ -510,6 +523,7 @@ def _row_blocks(n0, S_q, S_kv, key_lo, key_hi, window, G: tl.constexpr, CAUSAL: 
     return lo, full_lo, full_hi, hi
 
 
+@writes("DK", "DV")
 @triton.jit
 def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap, window, S_q, S_kv,
                      sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk, srb,
@@ -542,7 +556,8 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
     elif HAS_QPOS:  # positions in any order: visit every row block, skip those that cannot see this tile
         last = tl.minimum(n0 + BLOCK_N, S_kv) - 1
         for t0 in range(0, S_q * G, BLOCK_M):
-            row_ok, _, _, qp = _stacked_rows(t0, hkv, S_q, S_kv, QPOS, G, HAS_QPOS, BLOCK_M)
+            row_ok, i, _ = _stacked_rows(t0, hkv, S_q, G, BLOCK_M)
+            qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
             live = True
             if CAUSAL:
                 live = live & (tl.max(qp, axis=0) >= n0)

@@ -47,7 +47,8 @@ import triton.language as tl
 
 from .attention import _exp_units
 from .gated_act import _tanh
-from .rms_norm import _round, as_bytes, interpreting, size_hint, wrap_triton
+from .common import as_bytes, interpreting, size_hint, wrap_triton, writes
+from .rms_norm import _round
 
 __all__ = ["attention_decode"]
 
@@ -84,6 +85,7 @@ def _finish(o, m, den, SINKS, h, row_ok, HAS_SINK: tl.constexpr, NATURAL: tl.con
 
 
 # ----------------------------------------------------------------------------------------------------------- stage 1
+@writes("OUT", "LSE", DEN=lambda a: not a["DIRECT"])
 @triton.jit
 def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
                   Skv, num_splits, qk_scale, cap_in, cap_out, window,
@@ -195,6 +197,7 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
 
 
 # ----------------------------------------------------------------------------------------------------------- stage 2
+@writes("OUT", "LSE")
 @triton.jit
 def _merge_kernel(O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits,
                   HQ: tl.constexpr, SQ: tl.constexpr, D: tl.constexpr, HAS_SINK: tl.constexpr, NATURAL: tl.constexpr,

@@ -31,7 +31,8 @@ import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from triton.language.extra import libdevice
 
-from .rms_norm import _round, interpreting, wrap_triton
+from .common import interpreting, wrap_triton, writes
+from .rms_norm import _round
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 
@@ -117,6 +118,7 @@ def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, LAYOUT: tl.
 
 
 # ----------------------------------------------------------------------------------------------------------- kernels
+@writes("Y")
 @triton.jit
 def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, LAYOUT: tl.constexpr,
                 WIDTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
@@ -128,6 +130,7 @@ def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.cons
     tl.store(Y + rows * stride_y + cols, _round(a * u, dtype, INTERPRET), mask=mask)
 
 
+@writes("DG", DU=lambda a: not a["FUSED"])
 @triton.jit
 def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
                 ACT: tl.constexpr, FUSED: tl.constexpr, LAYOUT: tl.constexpr, WIDTH: tl.constexpr,
@@ -235,9 +238,9 @@ def gated_act_fwd(gate, up, act, config=None):
     (unit stride in the last dim is what avoids a copy). `config` = (BLOCK_M, BLOCK_N, num_warps) overrides."""
     _check(act, gate, up)
     g, u = _rows(gate), _rows(up)
-    y = torch.empty(g.shape, dtype=gate.dtype, device=gate.device)
-    _launch_fwd(g, u, y, act, config)
-    return y.view(gate.shape)
+    y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)  # not a view: the caller may write it
+    _launch_fwd(g, u, y.view(g.shape), act, config)
+    return y
 
 
 def gated_act_fused_fwd(gu, act, gate_first, config=None):

@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .rms_norm import _round, interpreting, size_hint, wrap_triton
+from .common import interpreting, size_hint, wrap_triton, writes
+from .rms_norm import _round
 
 ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -41,6 +42,7 @@ def _act(g, ACT: tl.constexpr):
     return a
 
 
+@writes("OUT")
 @triton.jit
 def _gated_gemm_kernel(X, WG, WU, BG, BU, OUT, M, N, K,
                        ACT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,

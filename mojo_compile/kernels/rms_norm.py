@@ -15,48 +15,16 @@ weight gradient, and the partials are summed by torch afterwards -- no atomics.
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 
+from .common import interpreting, wrap_triton, writes
+
 CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}
 MAX_FUSED_N = 16384  # longest row kept in registers
 LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
-
-
-def interpreting() -> bool:
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None and hasattr(knobs, "runtime"):
-        return bool(knobs.runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def as_bytes(mask: torch.Tensor) -> torch.Tensor:
-    """A bool tensor as uint8 for a kernel argument: a free view on a plain tensor; a conversion on any tensor
-    subclass (fake / functional while traced: Inductor cannot lower a view of bool as another dtype, and fuses the
-    conversion into the mask's producer)."""
-    return mask.view(torch.uint8) if type(mask) is torch.Tensor else mask.to(torch.uint8)
-
-
-def wrap_triton(kernel):
-    """Launches through `torch.library.wrap_triton` are traceable: Inductor can inline them (lowering/__init__.py).
-    Not under the interpreter, where nothing traces them (and torch 2.11 refuses its kernel objects)."""
-    return kernel if interpreting() else torch.library.wrap_triton(kernel)
-
-
-def size_hint(n, fallback: int = 4096) -> int:
-    """A concrete value of a possibly symbolic size, to pick a launch config only: every config is correct for every
-    size, so no guard is wanted (a branch on a SymInt would install one)."""
-    if isinstance(n, int):
-        return n
-    try:
-        from torch.fx.experimental.symbolic_shapes import optimization_hint
-        return int(optimization_hint(n, fallback=fallback))
-    except ImportError:  # older torch
-        hint = getattr(n.node, "hint", None)
-        return int(hint) if hint is not None else fallback
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
@@ -107,6 +75,7 @@ def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.cons
 
 
 # ----------------------------------------------------------------------------------------------------------- forward
+@writes("Y", "RSTD", S="HAS_RES")
 @triton.jit
 def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
@@ -127,6 +96,7 @@ def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
     tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
 
 
+@writes("Y", "RSTD", S="HAS_RES")
 @triton.jit
 def _fwd_loop_kernel(X, R, W, Y, S, RSTD, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -159,6 +129,7 @@ def _grad_terms(x, dy, rstd, w, HAS_W: tl.constexpr):
     return n, dn
 
 
+@writes("DX", DW="WEIGHT_GRAD")
 @triton.jit
 def _bwd_rows_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weight_offset,
                      HAS_W: tl.constexpr, HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, CAST: tl.constexpr,
@@ -189,6 +160,7 @@ def _bwd_rows_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weigh
         tl.store(DW + pid * N + cols, dw, mask=col_ok)
 
 
+@writes("DX", DW="WEIGHT_GRAD")
 @triton.jit
 def _bwd_loop_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weight_offset,
                      HAS_W: tl.constexpr, HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, CAST: tl.constexpr,
@@ -275,9 +247,13 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     x2 = _rows(x)
     r2 = _rows(residual) if residual is not None else None
     m = x2.shape[0]
-    y = torch.empty((m, n), dtype=out_dtype, device=x.device)
-    total = torch.empty_like(x2) if residual is not None else None
-    rstd = torch.empty((m,), dtype=torch.float32, device=x.device)
+    # Allocated in the result's shape and handed to the kernel as [M, N] views: an op output that is a view of
+    # another tensor cannot be modified in place by the caller under autograd.
+    y_out = torch.empty(x.shape, dtype=out_dtype, device=x.device)
+    total_out = torch.empty(x.shape, dtype=x.dtype, device=x.device) if residual is not None else None
+    rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    y, rstd = y_out.view(m, n), rstd_out.view(m)
+    total = total_out.view(m, n) if total_out is not None else None
     if m > 0 and n > 0:
         block_m, block_n, num_warps, evict = _fwd_config(n, residual is not None, m, _num_programs(x) // 4)
         if config is not None and config[0] == "loop":  # ("loop", BLOCK_N, num_warps): the two-pass kernel
@@ -295,8 +271,7 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
         else:
             wrap_triton(_fwd_loop_kernel)[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n,
                                                 num_warps=num_warps)
-    shape = x.shape
-    return y.view(shape), (total.view(shape) if total is not None else None), rstd.view(shape[:-1])
+    return y_out, total_out, rstd_out
 
 
 def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad, config=None):

@@ -31,7 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .rms_norm import _normalise, _round, CAST_CODES, interpreting, wrap_triton
+from .common import interpreting, wrap_triton, writes
+from .rms_norm import _normalise, _round, CAST_CODES
 
 __all__ = ["qk_norm_rope_bwd", "qk_norm_rope_fwd", "rope_bwd", "rope_fwd"]
 
@@ -83,17 +84,23 @@ def _rotate(x, xp, c, s, rot, sign, DTYPE: tl.constexpr, ROUND_TERMS: tl.constex
 
 
 @triton.jit
-def _halves(C, SN, b, s, tok_ok, scb, scs, scd, ssb, sss, ssd, R: tl.constexpr, BLOCK_R: tl.constexpr):
+def _half_columns(R: tl.constexpr, BLOCK_R: tl.constexpr):
     """The HALVES layout (rotate-half over the whole head, R == D): column j of the low half pairs with R/2 + j, so
     a tile of each half is loaded once and each is the other's partner -- no second load, no work done twice.
-    Returns j, the in-half mask and cos / sin of both halves."""
+    Returns j and the in-half mask. (Kept apart from _halves: j addresses the stores, and torch's write analysis
+    counts every pointer argument of a call as feeding its results -- kernels/common.py.)"""
     j = tl.arange(0, BLOCK_R)
-    in_half = (j < R // 2)[None, None, :]
+    return j, (j < R // 2)[None, None, :]
+
+
+@triton.jit
+def _halves(C, SN, b, s, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R: tl.constexpr):
+    """cos / sin of both halves (see _half_columns), fp32, [BLOCK_T, 1, BLOCK_R]."""
     c_lo = _load_row(C, b, s, j, tok_ok, in_half, scb, scs, scd)
     c_hi = _load_row(C, b, s, j + R // 2, tok_ok, in_half, scb, scs, scd)
     s_lo = _load_row(SN, b, s, j, tok_ok, in_half, ssb, sss, ssd)
     s_hi = _load_row(SN, b, s, j + R // 2, tok_ok, in_half, ssb, sss, ssd)
-    return j, in_half, c_lo, c_hi, s_lo, s_hi
+    return c_lo, c_hi, s_lo, s_hi
 
 
 @triton.jit
@@ -157,6 +164,7 @@ def _rope_heads_halves(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c_lo, c_hi, 
         tl.store(Y + yo + (j + HALF)[None, None, :], y_hi, mask=mask)
 
 
+@writes("QO", "KO")
 @triton.jit
 def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
                  sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
@@ -166,12 +174,12 @@ def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
                  HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
                  BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     """Forward: y = rot(x). BACKWARD: the transpose, dx[d] = dy[d]*c[j] - sign*dy[partner]*s[jp] (fp32, one rounding).
-    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. HALVES: see _halves (BLOCK_D is
-    then the half's block)."""
+    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. HALVES: see _half_columns
+    (BLOCK_D is then the half's block)."""
     _, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
-        j, in_half, c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, tok_ok, scb, scs, scd, ssb, sss, ssd, R,
-                                                     BLOCK_D)
+        j, in_half = _half_columns(R, BLOCK_D)
+        c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
         if BACKWARD:  # dx_lo = dy_lo*c_lo + dy_hi*s_hi, dx_hi = dy_hi*c_hi - dy_lo*s_lo
             s_lo, s_hi = s_hi, s_lo
             sign_lo = 1.0
@@ -275,6 +283,7 @@ def _norm_rope_fwd_heads_halves(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh,
         tl.store(Y + yo + lo + HALF, y_hi, mask=mask)
 
 
+@writes("QO", "KO", "RQ", "RK")
 @triton.jit
 def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset,
                           sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
@@ -285,13 +294,13 @@ def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight
                           Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
                           BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
                           BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
-    """HALVES: see _halves (BLOCK_D is then the half's block)."""
+    """HALVES: see _half_columns (BLOCK_D is then the half's block)."""
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
     tok, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
-        j, in_half, c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, tok_ok, scb, scs, scd, ssb, sss, ssd, R,
-                                                     BLOCK_D)
+        j, in_half = _half_columns(R, BLOCK_D)
+        c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
         _norm_rope_fwd_heads_halves(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh,
                                     sqd, soh, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HQ, D,
                                     TOGETHER, CAST, Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
@@ -358,6 +367,7 @@ def _store_dw(DW, acc, pid, H: tl.constexpr, D: tl.constexpr, TOGETHER: tl.const
         tl.store(DW + pid.to(tl.int64) * D + d, tl.sum(acc, axis=0), mask=d < D)
 
 
+@writes("DQ", "DK", "DWQ", "DWK")
 @triton.jit
 def _norm_rope_bwd_kernel(DQ_OUT, DK_OUT, Q, K, DQ, DK, WQ, WK, RQ, RK, DWQ, DWK, C, SN, T, S, tokens_per_program,
                           weight_offset,
@@ -432,8 +442,8 @@ def _config(hq: int, hk: int, d: int, together: bool, config=None, gpu_budget: i
 
 
 def _use_halves(d: int, rotary_dim: int, interleaved: bool, config) -> bool:
-    """The HALVES kernels (see _halves) serve rotate-half over the whole head, unless a 4-field config asks for the
-    general kernel (the sweep compares the two)."""
+    """The HALVES kernels (see _half_columns) serve rotate-half over the whole head, unless a 4-field config asks for
+    the general kernel (the sweep compares the two)."""
     if config is not None and len(config) > 3 and not config[3]:
         return False
     return not interleaved and rotary_dim == d and d > 0

@@ -22,6 +22,7 @@ import importlib
 import logging
 from typing import Callable, Optional
 
+from ..kernels.common import NotInlinable
 from . import reference
 from .table import Impl
 
@@ -165,9 +166,12 @@ def inline_in_inner_compiler(op_def, name: str) -> None:
         bound = [values.get(a.name, a.default_value) for a in schema.arguments]
         target = values.get("target", "torch")
         fn = None if keep_whole else _traceable_impl(name, target, bound[:-1])
-        if fn is None:
-            return mode.__torch_dispatch__(func, types, args, kwargs)
-        with mode:
-            return fn(*bound[:-1])
+        if fn is not None:
+            try:
+                with mode:
+                    return fn(*bound[:-1])
+            except NotInlinable as e:  # kept whole: launched directly at run time (kernels/common.py)
+                log_once(f"mojo {name}: not inlined into Inductor's graph: {e}")
+        return mode.__torch_dispatch__(func, types, args, kwargs)
 
     op_def.register_torch_dispatch(FunctionalTensorMode, decompose)

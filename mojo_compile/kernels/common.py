@@ -1,0 +1,227 @@
+"""What every kernel file shares: how a kernel is launched, and what each kernel declares it writes.
+
+Why the declaration. Under the Inductor inner compiler a Mojo op is replaced by the traced body of its launcher
+(lowering/__init__.py), so each launch becomes a `triton_kernel_wrapper_mutation` node. Functionalization needs to
+know which pointer arguments the kernel writes, and torch finds out by a dataflow analysis of the kernel's TTIR
+(`torch._higher_order_ops.triton_kernel_wrap`). That analysis follows every operand backwards from each store's
+pointer, and it treats a `tt.call` result as depending on *all* the call's arguments. So a helper that takes the
+cos pointer and also returns a column index used in a store address makes cos "written". Functionalization then
+clones cos, and after the launch scatters the clone back into cos's base. When the argument is an expanded view
+(cos [1, S, R] broadcast over the batch with stride 0), that scatter back is a sum over the batch: with batch > 1
+the next layer reads a corrupted table. The interpreter never traces, and the eager inner compiler launches the
+kernel directly, so neither sees it: only the compiled kernel under Inductor does.
+
+So each kernel names the arguments it stores to (`@writes(...)`), and a traced launch checks torch's analysis
+against that list. If torch says the kernel writes anything else, the launch raises `NotInlinable` and the op is
+kept whole (one opaque custom op in Inductor's graph, launched directly at run time), with the reason logged once.
+tests/test_kernel_writes.py runs the analysis on every kernel in every configuration the launchers choose, on the
+CPU, and requires it to equal the declaration, and no written argument to overlap another argument.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+from typing import Callable, Optional
+
+import torch
+
+try:  # the lowering imports this module on every target; Triton is needed only to launch
+    import triton
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
+           "inductor_accesses", "inductor_writes", "mismatch", "record_launches"]
+
+
+class NotInlinable(RuntimeError):
+    """A traced launch whose kernel Inductor would misread: the op is kept whole instead of inlined."""
+
+
+def interpreting() -> bool:
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None and hasattr(knobs, "runtime"):
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _base_fn(kernel):
+    return getattr(kernel, "fn", kernel)
+
+
+def writes(*always: str, **when) -> Callable:
+    """Decorator, outermost on a @triton.jit kernel: the pointer arguments the kernel stores to. `always` are
+    written by every launch; `when` maps an argument written only in some specialisations to the constexpr flag
+    that turns its store on, or to a predicate on the bound arguments."""
+    def mark(kernel):
+        unknown = [n for n in (*always, *when) if n not in kernel.arg_names]
+        flags = [f for f in when.values() if isinstance(f, str) and f not in kernel.arg_names]
+        if unknown or flags:
+            raise ValueError(f"{_base_fn(kernel).__name__}: @writes names {unknown + flags}, not arguments of the "
+                             "kernel")
+        kernel.mojo_writes = (frozenset(always), dict(when))
+        return kernel
+    return mark
+
+
+def declared_writes(kernel, bound: Optional[dict] = None) -> frozenset:
+    """The arguments a launch of `kernel` with `bound` arguments writes (every candidate when `bound` is None)."""
+    declared = getattr(kernel, "mojo_writes", None)
+    if declared is None:
+        raise ValueError(f"kernel {_base_fn(kernel).__name__} declares no @writes(...)")
+    always, when = declared
+    if bound is None:
+        return always | frozenset(when)
+    on = {name for name, flag in when.items() if (bound[flag] if isinstance(flag, str) else flag(bound))}
+    return always | frozenset(on)
+
+
+# ------------------------------------------------------------------------------------------------ torch's analysis
+def _analysis_args(kernel, args, kwargs) -> dict:
+    bound = dict(zip(kernel.arg_names, args))
+    bound.update(kwargs)
+    return bound
+
+
+def inductor_accesses(kernel, bound: dict) -> Optional[tuple[frozenset, frozenset]]:
+    """(read, written): the tensor arguments torch's TTIR analysis says `kernel` reads and writes when launched with
+    `bound` (None when this torch has no such analysis; reads are None when it reports writes only). Launch options
+    (num_warps ...) may be in `bound`; torch drops them itself."""
+    try:
+        from torch._higher_order_ops import triton_kernel_wrap as tkw
+    except ImportError:  # pragma: no cover
+        return None
+    tensors = {name for name, value in bound.items() if isinstance(value, torch.Tensor)}
+    if hasattr(tkw, "identify_accessed_tensors"):
+        accesses = tkw.identify_accessed_tensors(kernel, dict(bound), {})
+        read = frozenset(dep.name for dep in accesses.read_writes.reads) & tensors
+        written = {dep.name for dep in accesses.read_writes.writes}
+    elif hasattr(tkw, "identify_mutated_tensors"):  # older torch: writes only
+        read, written = None, set(tkw.identify_mutated_tensors(kernel, dict(bound), {}))
+    else:  # pragma: no cover
+        return None
+    return read, frozenset(written & tensors)
+
+
+def inductor_writes(kernel, bound: dict) -> Optional[frozenset]:
+    accesses = inductor_accesses(kernel, bound)
+    return None if accesses is None else accesses[1]
+
+
+def _analysis_key(kernel, bound: dict):
+    """What the analysis depends on: the kernel, each tensor's dtype, each other value (constexprs, and ints, which
+    Triton specialises when 1 or a multiple of 16)."""
+    def key(value):
+        if isinstance(value, torch.Tensor):
+            return ("tensor", value.dtype)
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return ("symbolic",)
+        return ("value", type(value).__name__, repr(value))
+    return (id(kernel), tuple((name, key(value)) for name, value in bound.items()))
+
+
+def _stand_in(value):
+    """What the analysis is given for a traced value: a tensor of the dtype (it reads nothing else), 2 for a
+    symbolic int (as torch itself does)."""
+    if isinstance(value, torch.Tensor):
+        with torch._C._DisableTorchDispatch():
+            return torch.empty(2, dtype=value.dtype, device="cpu")
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return 2
+    return value
+
+
+_VERDICTS: dict = {}
+
+
+def mismatch(kernel, bound: dict) -> Optional[str]:
+    """Why torch's analysis of this launch disagrees with the kernel's declared writes, or None if it agrees."""
+    key = _analysis_key(kernel, bound)
+    if key not in _VERDICTS:
+        try:
+            written = inductor_writes(kernel, {name: _stand_in(v) for name, v in bound.items()})
+        except Exception as e:  # noqa: BLE001 - a failed analysis makes torch assume every input written
+            written, reason = None, f"torch's analysis of {_base_fn(kernel).__name__} failed: {e!r}"
+        else:
+            reason = None
+        declared = declared_writes(kernel, bound)
+        if written is not None and written != declared:
+            reason = (f"torch's analysis of {_base_fn(kernel).__name__} finds writes to {sorted(written)}, the "
+                      f"kernel writes {sorted(declared)}")
+        _VERDICTS[key] = reason
+    return _VERDICTS[key]
+
+
+# ------------------------------------------------------------------------------------------------------ launching
+_RECORDER: Optional[list] = None
+
+
+@contextlib.contextmanager
+def record_launches():
+    """Within this block launches are recorded, not run: yields a list of (kernel, grid, bound arguments)."""
+    global _RECORDER
+    previous, _RECORDER = _RECORDER, []
+    try:
+        yield _RECORDER
+    finally:
+        _RECORDER = previous
+
+
+def _traced(values) -> bool:
+    return any(isinstance(v, torch.Tensor) and type(v) is not torch.Tensor and
+               not isinstance(v, torch.nn.Parameter) for v in values)
+
+
+class _Launcher:
+    def __init__(self, kernel, grid):
+        self.kernel, self.grid = kernel, grid
+
+    def __call__(self, *args, **kwargs):
+        kernel = self.kernel
+        declared_writes(kernel)  # every kernel declares what it writes
+        if _RECORDER is not None:
+            _RECORDER.append((kernel, self.grid, _analysis_args(kernel, args, kwargs)))
+            return None
+        if interpreting():  # nothing traces the interpreter (and torch 2.11 refuses its kernel objects)
+            return kernel[self.grid](*args, **kwargs)
+        if _traced(list(args) + list(kwargs.values())):
+            reason = mismatch(kernel, _analysis_args(kernel, args, kwargs))
+            if reason is not None:
+                raise NotInlinable(reason)
+        return torch.library.wrap_triton(kernel)[self.grid](*args, **kwargs)
+
+
+class _Wrapped:
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __getitem__(self, grid):
+        return _Launcher(self.kernel, grid)
+
+
+def wrap_triton(kernel):
+    """`wrap_triton(kernel)[grid](...)`: launches through `torch.library.wrap_triton`, so Inductor can inline them
+    (lowering/__init__.py), after checking a traced launch's writes (module docstring)."""
+    return _Wrapped(kernel)
+
+
+# ------------------------------------------------------------------------------------------------------ small helpers
+def as_bytes(mask: torch.Tensor) -> torch.Tensor:
+    """A bool tensor as uint8 for a kernel argument: a free view on a plain tensor; a conversion on any tensor
+    subclass (fake / functional while traced: Inductor cannot lower a view of bool as another dtype, and fuses the
+    conversion into the mask's producer)."""
+    return mask.view(torch.uint8) if type(mask) is torch.Tensor else mask.to(torch.uint8)
+
+
+def size_hint(n, fallback: int = 4096) -> int:
+    """A concrete value of a possibly symbolic size, to pick a launch config only: every config is correct for every
+    size, so no guard is wanted (a branch on a SymInt would install one)."""
+    if isinstance(n, int):
+        return n
+    try:
+        from torch.fx.experimental.symbolic_shapes import optimization_hint
+        return int(optimization_hint(n, fallback=fallback))
+    except ImportError:  # older torch
+        hint = getattr(n.node, "hint", None)
+        return int(hint) if hint is not None else fallback
