@@ -1,0 +1,123 @@
+"""Run the whole test suite (tests/, the conformance suite included) on a GPU machine and write GPU_VERIFIED.md:
+the date, GPU, torch / triton / transformers versions, the git tree hash of mojo_compile/ that ran, and the pass /
+fail counts with the failures.
+
+    python scripts/gpu_verify.py [-n 16] [--out GPU_VERIFIED.md] [-- extra pytest args]
+
+The tree hash is computed from the files themselves, exactly as git hashes a tree, so it equals
+`git rev-parse HEAD:mojo_compile` of a commit holding these files, with or without a .git folder here.
+An issue that changes mojo_compile/ is verified when this record's hash equals the submitted tree's and it shows
+0 failures."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+IGNORED_DIRS = {"__pycache__"}
+IGNORED_SUFFIXES = (".pyc", ".pyo")
+
+
+def git_tree_hash(path: str) -> str:
+    """The git object id of the tree at `path` (files as committed: mode 100644, or 100755 if executable)."""
+    entries = []
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            if name in IGNORED_DIRS or name.endswith(".egg-info"):
+                continue
+            entries.append((name + "/", b"40000 " + name.encode() + b"\0" + bytes.fromhex(git_tree_hash(full))))
+        elif not name.endswith(IGNORED_SUFFIXES):
+            with open(full, "rb") as f:
+                data = f.read()
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            mode = b"100755" if os.access(full, os.X_OK) else b"100644"
+            entries.append((name, mode + b" " + name.encode() + b"\0" + bytes.fromhex(blob)))
+    body = b"".join(entry for _, entry in sorted(entries, key=lambda e: e[0]))  # git sorts dirs as "name/"
+    return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
+
+
+def versions() -> dict:
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "triton", "transformers"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            out[name] = "not installed"
+    try:
+        import torch
+        out["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none (CPU)"
+    except Exception as e:  # noqa: BLE001
+        out["gpu"] = f"unknown ({e})"
+    return out
+
+
+def summarise(junit: str) -> tuple[dict, list[str]]:
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failures = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        if "failure" in kinds:
+            counts["failed"] += 1
+            failures.append(name)
+        elif "error" in kinds:
+            counts["errors"] += 1
+            failures.append(name + " (error)")
+        elif "skipped" in kinds:
+            counts["skipped"] += 1
+        else:
+            counts["passed"] += 1
+    return counts, failures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=8, help="pytest-xdist workers")
+    parser.add_argument("--out", default=os.path.join(ROOT, "GPU_VERIFIED.md"))
+    parser.add_argument("--junit", default=os.path.join(ROOT, ".pytest-gpu.xml"))
+    parser.add_argument("pytest_args", nargs="*")
+    args = parser.parse_args(argv)
+
+    tree = git_tree_hash(os.path.join(ROOT, "mojo_compile"))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    cmd = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
+           *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
+    code = subprocess.call(cmd, cwd=ROOT)
+    seconds = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
+    counts, failures = summarise(args.junit)
+    v = versions()
+    lines = [
+        "# GPU verification record",
+        "",
+        "Written by `scripts/gpu_verify.py`: the whole of `tests/` (the conformance suite included), run on the GPU",
+        "for the package tree below. A change to `mojo_compile/` is verified when this hash equals the submitted",
+        "tree's (`git rev-parse HEAD:mojo_compile`) and the record shows 0 failures.",
+        "",
+        "| field | value |",
+        "|---|---|",
+        f"| date (UTC) | {started:%Y-%m-%d %H:%M} |",
+        f"| GPU | {v['gpu']} |",
+        f"| python / torch / triton / transformers | {v['python']} / {v['torch']} / {v['triton']} / "
+        f"{v['transformers']} |",
+        f"| mojo_compile tree | `{tree}` |",
+        f"| command | `{' '.join(['python', '-m', 'pytest'] + cmd[3:])}` ({seconds:.0f} s, exit {code}) |",
+        f"| passed / failed / errors / skipped | {counts['passed']} / {counts['failed']} / {counts['errors']} / "
+        f"{counts['skipped']} |",
+        "",
+    ]
+    if failures:
+        lines += ["Failures:", ""] + [f"- `{name}`" for name in failures] + [""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print(f"tree {tree}: {counts} -> {args.out}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
