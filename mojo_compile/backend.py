@@ -40,6 +40,7 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     target = resolve_target(options.target, example_inputs)
 
     aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
+    patterns.mark_grad_inputs(aten_gm, example_inputs)
     canonicalize(aten_gm)                                                 # 2
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3
     masks = analyse_masks(aten_gm)

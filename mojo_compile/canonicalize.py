@@ -135,6 +135,20 @@ def _square(node: Node) -> Optional[Node]:
         return node.graph.call_function(aten.pow.Tensor_Scalar, (node.args[0], 2))
 
 
+def _rms_norm_default_eps(node: Node) -> Optional[Node]:
+    """`F.rms_norm(x, shape, w)` / `nn.RMSNorm(d)` with eps None -> the same call with ATen's default written out:
+    the machine epsilon of x's *computation* type -- fp32's for bf16 / fp16 / fp32 inputs, fp64's for fp64 -- so the
+    norm patterns, which capture eps as a constant, see the value ATen uses."""
+    args = list(node.args) + [None] * (4 - len(node.args))
+    x = _val(args[0])
+    if args[3] is not None or node.kwargs.get("eps") is not None or x is None or not x.dtype.is_floating_point:
+        return None
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.rms_norm.default, (args[0], args[1], args[2],
+                                                                torch.finfo(compute).eps))
+
+
 _VIEW_OPS = (aten.view.default, aten.reshape.default)
 
 RULES: dict = {
@@ -151,6 +165,7 @@ RULES: dict = {
     aten.view.default: _view_chain,
     aten.reshape.default: _view_chain,
     aten.expand.default: _same_shape_view,
+    aten.rms_norm.default: _rms_norm_default_eps,
 }
 
 

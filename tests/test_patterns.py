@@ -104,6 +104,7 @@ SPELLINGS = {
     "deepseek_v4": (lambda n: DeepseekV4Unweighted(), "rms_norm.deepseek_v4"),
     "F.rms_norm": (FRmsNorm, "rms_norm.F_rms_norm"),
     "nn.RMSNorm": (lambda n: nn.RMSNorm(n, eps=EPS), "rms_norm.F_rms_norm"),
+    "nn.RMSNorm default eps": (lambda n: nn.RMSNorm(n), "rms_norm.F_rms_norm"),  # eps=None: ATen's default
 }
 TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 
@@ -136,13 +137,35 @@ def test_spelling_fused_once_and_equal(name, dtype, target):
         pattern = sites[0].pattern if sites and sites[0].pattern.startswith("rms_norm.") else pattern
     assert [(s.op, s.pattern, s.target) for s in sites] == [("mojo.rms_norm", pattern, target)]
     assert out.dtype == eager.dtype and out.shape == eager.shape
-    if target == "torch" and name in ("F.rms_norm", "nn.RMSNorm") and DEVICE == "cuda":
+    if target == "torch" and name.startswith(("F.rms_norm", "nn.RMSNorm")) and DEVICE == "cuda":
         # On CUDA eager F.rms_norm is a fused kernel of its own; the reference spells out the same math.
         torch.testing.assert_close(out, eager, rtol=2 * torch.finfo(dtype).eps, atol=torch.finfo(dtype).tiny)
     elif target == "torch":
         assert torch.equal(out, eager)  # the reference is the spelling itself
     else:
         exact = fp64_twin(module)(x.double())
+        assert rel(out, exact) <= rel(eager, exact) * 1.5 + 1e-7, (rel(out, exact), rel(eager, exact))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_rms_norm_default_eps_is_atens(dtype, target):
+    """nn.RMSNorm(d) leaves eps None: ATen then uses the epsilon of its fp32 computation for bf16 / fp16 too, not
+    finfo(dtype).eps (65536x larger for bf16). Activations of 1e-3 make the difference visible."""
+    module = nn.RMSNorm(64).to(DEVICE, dtype)
+    with torch.no_grad():
+        module.weight.add_(0.1 * torch.randn_like(module.weight))
+    x = (torch.randn(4, 7, 64, device=DEVICE) * 1e-3).to(dtype)
+    out = compiled(module, target)(x)
+    assert mojo_compile.last_report().counts() == {"mojo.rms_norm": 1}
+    eager = module(x)
+    wrong = F.rms_norm(x, (64,), module.weight, torch.finfo(dtype).eps)
+    if dtype != torch.float32:
+        assert not torch.equal(eager, wrong)  # the inputs do tell the two epsilons apart
+    if target == "torch" and DEVICE != "cuda":
+        assert torch.equal(out, eager)
+    else:  # against fp64 with ATen's epsilon (fp32's): as accurate as eager, as in test_spelling_fused_once_and_equal
+        exact = F.rms_norm(x.double(), (64,), module.weight.double(), torch.finfo(torch.float32).eps)
         assert rel(out, exact) <= rel(eager, exact) * 1.5 + 1e-7, (rel(out, exact), rel(eager, exact))
 
 

@@ -31,7 +31,8 @@ from ..canonicalize import canonicalize
 log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
-           "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature"]
+           "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
+           "mark_grad_inputs", "needs_grad"]
 
 BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
 
@@ -168,9 +169,50 @@ def _compile(pattern: Pattern) -> None:
     pattern._passes = passes
 
 
+def unmodelled_kwarg(match) -> Optional[str]:
+    """Why `match` computes something its pattern does not, where a matched node carries a keyword argument its
+    pattern node leaves out (None if none does). Inductor's matcher compares only the keyword arguments a pattern
+    names, so `torch.add(x, r, alpha=2)` would match `x + r`, and `mean(..., dtype=torch.float64)` a plain mean.
+    A keyword left at its schema default computes the same and passes."""
+    from torch._inductor import pattern_matcher as pm
+
+    for expr, node in match.ctx.pattern_to_node.items():
+        if not isinstance(expr, pm._TargetArgsExpr) or not isinstance(node, Node) or node.op != "call_function":
+            continue
+        for key, value in node.kwargs.items():
+            if key in expr.kwargs or _is_schema_default(node.target, key, value):
+                continue
+            return f"{node.format_node()}: {key}={value!r} is not in the pattern"
+    return None
+
+
+def _written_later(match) -> Optional[str]:
+    """A matched output that an in-place op writes afterwards (`h = x + r; y = norm(h); h.mul_(2)`): the Mojo op
+    saves some outputs for its backward, where eager saved a copy, so leave such a site to eager."""
+    from ..canonicalize import _touched_by_mutation
+
+    for out in match.output_nodes():
+        if isinstance(out, Node) and _touched_by_mutation(out):
+            return f"{out.name} is written in place later"
+    return None
+
+
+def _is_schema_default(target, key: str, value) -> bool:
+    schema = getattr(target, "_schema", None)
+    for argument in (schema.arguments if schema is not None else ()):
+        if argument.name == key:
+            return argument.has_default_value() and argument.default_value == value
+    return False
+
+
 def _check_and_note_source(pattern: Pattern, match) -> bool:
-    """The pattern's extra_check; on success, note the module the matched code came from, keyed by the matched
-    input nodes, for the Mojo op that replaces it (Inductor does not carry that metadata over in every version)."""
+    """The shared soundness checks (unmodelled_kwarg), then the pattern's extra_check; on success, note the module
+    the matched code came from, keyed by the matched input nodes, for the Mojo op that replaces it (Inductor does
+    not carry that metadata over in every version)."""
+    reason = unmodelled_kwarg(match) or _written_later(match)
+    if reason is not None:
+        log.debug("mojo pattern %s: no match: %s", pattern.name, reason)
+        return False
     if pattern.extra_check is not None and not pattern.extra_check(match):
         return False
     _claim_sources(match.nodes[0].graph)  # before this match's replacement rewrites the inputs of earlier ops
@@ -231,6 +273,9 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     """Apply every enabled pattern: by priority, then larger patterns first, so that a spelling with its casts wins
     over the fp32 form of another spelling that would match only its inside, and add + norm over norm.
     Returns (pattern, new Mojo op node) per match."""
+    from torch._inductor.pattern_matcher import stable_topological_sort
+
+    gm.graph.__dict__.pop("_mojo_touched", None)  # _touched_by_mutation's memo: computed anew for this graph
     passes = []
     for pattern in registered_patterns():
         if pattern.enabled(disabled):
@@ -241,12 +286,16 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     for pattern, _, pattern_pass in sorted(passes, key=lambda p: (-p[0].priority, -p[1])):
         before = _mojo_nodes(gm)
         if pattern_pass.apply(gm.graph):
+            # A replacement with several outputs goes where the matcher puts it, which can precede the producer of
+            # an input that the matched code reads later (q's rotation written before k's projection): reorder.
+            stable_topological_sort(gm.graph)
             _claim_sources(gm.graph)
             for node in _mojo_nodes(gm) - before:
                 node.meta["mojo_pattern"] = pattern.name
                 _inherit_module_stack(node)
                 matches.append((pattern, node))
     _SOURCES.clear()
+    gm.graph.__dict__.pop("_mojo_touched", None)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     live = set(gm.graph.nodes)  # a later pattern may have consumed an earlier one's op (qk-norm + rope)
@@ -263,6 +312,43 @@ def _inherit_module_stack(node: Node) -> None:
             node.meta.setdefault("nn_module_stack", user.meta["nn_module_stack"])
             node.meta.setdefault("stack_trace", user.meta.get("stack_trace"))
             return
+
+
+GRAD_INPUT = "mojo_requires_grad"  # node.meta flag: a graph input (or attribute) the caller's autograd differentiates
+_GRAD_CUTS = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh_copy.default}
+
+
+def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
+    """Flag the placeholders (and parameter attributes) whose tensors require grad. The pre-dispatch trace's fake
+    values say requires_grad=False for every input, so checks must ask needs_grad, which reads these flags."""
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    for node, value in zip(placeholders, example_inputs):
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            node.meta[GRAD_INPUT] = True
+    for node in gm.graph.find_nodes(op="get_attr"):
+        value = getattr(gm, node.target, None) if isinstance(node.target, str) and "." not in node.target else None
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            node.meta[GRAD_INPUT] = True
+
+
+def needs_grad(value) -> bool:
+    """Whether autograd may want a gradient for the tensor node `value`: it is computed from a flagged input
+    (mark_grad_inputs) other than through detach. A superset (grad mode is not tracked): a caller refuses a fusion
+    whose op gives that input no gradient."""
+    if not isinstance(value, Node):
+        return False
+    stack, seen = [value], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.meta.get(GRAD_INPUT):
+            return True
+        if node.op == "call_function" and node.target in _GRAD_CUTS:
+            continue
+        stack.extend(n for n in node.all_input_nodes)
+    return False
 
 
 def match_value(match, name: str):

@@ -23,6 +23,7 @@ other sink spellings (flint, granite_swa).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -31,9 +32,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch.fx import GraphModule, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..tuner import real_tensors
-from . import mask_algebra, match_value, register_pattern, symbolic_scalar, with_signature
+from . import mask_algebra, match_value, needs_grad, register_pattern, symbolic_scalar, with_signature
 
 log = logging.getLogger("mojo_compile")
 aten = torch.ops.aten
@@ -50,29 +52,39 @@ def repeat_kv(x, n_rep):
 
 
 # ------------------------------------------------------------------------------------------------------- checks
-def _attention_check(match) -> bool:
+def _attention_check(match, causal: bool = False, additive: bool = False) -> bool:
+    """What the op computes exactly: 4-D q, k, v of one float dtype, GQA head counts, one head size for q, k and v
+    (the kernels' output has q's), a constant scale and softcap, and a mask that takes no gradient.
+    causal (SDPA's is_causal): torch aligns it top-left, the op bottom-right; the two agree only when there are as
+    many queries as keys, so other shapes (decode's one query, a prefix cache) stay SDPA.
+    additive (the eager spellings' `scores + mask`): the mask must be a float; a bool one adds 0 / 1 there."""
     q, k, v = (match_value(match, n) for n in ("q", "k", "v"))
     if any(t is None for t in (q, k, v)) or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return False
     if not (q.dtype.is_floating_point and q.dtype == k.dtype == v.dtype):
         return False
     if q.shape[1] % k.shape[1] or k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] \
-            or q.shape[-1] != k.shape[-1]:
+            or q.shape[-1] != k.shape[-1] or v.shape[-1] != q.shape[-1]:
+        return False
+    if causal and not statically_known_true(q.shape[-2] == k.shape[-2]):
         return False
     if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap"):
         return False
     if "mask" in match.kwargs:
         mask = match_value(match, "mask")
-        if mask is None or mask.dim() > 4 or mask.requires_grad:
-            return False  # the op takes no gradient for the mask
+        if mask is None or mask.dim() > 4 or needs_grad(match.kwargs["mask"]):
+            return False  # the op takes no gradient for the mask (a learnable bias stays eager's)
         if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
+            return False
+        if additive and mask.dtype == torch.bool:
             return False
     return True
 
 
 def _sinks_check(match) -> bool:
     sinks, q = match_value(match, "sinks"), match_value(match, "q")
-    return _attention_check(match) and sinks is not None and sinks.dim() == 1 and sinks.shape[0] == q.shape[1]
+    return _attention_check(match, additive=True) and sinks is not None and sinks.dim() == 1 \
+        and sinks.shape[0] == q.shape[1]
 
 
 # ----------------------------------------------------------------------------------------------------- spellings
@@ -160,7 +172,8 @@ def _register():
                     + ("" if has_scale else ".default_scale")
                 register_pattern(name, *_sdpa_pattern(kv_form, has_mask, is_causal, has_scale),
                                  _examples(kv_form, has_mask, [torch.float32]),
-                                 scalars={"scale": SCALE} if has_scale else {}, extra_check=_attention_check,
+                                 scalars={"scale": SCALE} if has_scale else {},
+                                 extra_check=functools.partial(_attention_check, causal=is_causal),
                                  priority=20, family="attention", tell_tales=TELL_TALES, lazy=True)
     for kv_form in ("repeat_kv", "plain"):
         for has_mask in (True, False):
@@ -171,7 +184,8 @@ def _register():
                     register_pattern(name, *_eager_pattern(kv_form, has_mask, softcap, cast),
                                      _examples(kv_form, has_mask, [dtype]),
                                      scalars={"scale": SCALE, **({"softcap_value": SOFTCAP} if softcap else {})},
-                                     extra_check=_attention_check, priority=20, family="attention", lazy=True)
+                                     extra_check=functools.partial(_attention_check, additive=True), priority=20,
+                                     family="attention", lazy=True)
             register_pattern(f"attention.sinks.{kv_form}" + (".mask" if has_mask else ""),
                              *_sinks_pattern(kv_form, has_mask),
                              _examples(kv_form, has_mask, [torch.bfloat16, torch.float32], sinks=True),

@@ -163,9 +163,12 @@ def register_spellings(residual: bool) -> None:
 register_spellings(residual=False)
 
 
-# F.rms_norm / torch.nn.RMSNorm arrive as one aten.rms_norm node: "output" numerics, eps None = finfo(dtype).eps.
+# F.rms_norm / torch.nn.RMSNorm arrive as one aten.rms_norm node: "output" numerics. eps None is written out by
+# canonicalisation (ATen's default: the epsilon of the computation type, fp32's for bf16 / fp16).
 def _f_rms_norm_eps(x, eps):
-    return torch.finfo(x.dtype).eps if eps is None else eps
+    if eps is not None:
+        return eps
+    return torch.finfo(torch.float64 if x.dtype == torch.float64 else torch.float32).eps
 
 
 def _f_rms_norm_weighted_check(match) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from . import match_value, register_pattern, symbolic_scalar, with_signature
+from . import match_value, needs_grad, register_pattern, symbolic_scalar, with_signature
 
 mojo = torch.ops.mojo
 
@@ -48,8 +48,9 @@ def _rope_check(seq_dim, partial, interleaved):
             return False
         if not (q.dtype.is_floating_point and k.dtype.is_floating_point and cos.dtype.is_floating_point):
             return False
-        if cos.shape != sin.shape or cos.dtype != sin.dtype or cos.requires_grad or sin.requires_grad:
-            return False  # the op takes no gradient for cos/sin
+        if cos.shape != sin.shape or cos.dtype != sin.dtype or needs_grad(match.kwargs["cos"]) \
+                or needs_grad(match.kwargs["sin"]):
+            return False  # the op takes no gradient for cos/sin (a learnable table stays eager's)
         head_dim, rotary_dim = q.shape[-1], cos.shape[-1]
         if k.shape[-1] != head_dim or rotary_dim % 2 or (not partial and rotary_dim != head_dim):
             return False
