@@ -92,8 +92,8 @@ def _touched_by_mutation(node: Node) -> bool:
         touched = set()
         for n in graph.nodes:
             schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
-            if schema is None or not schema.is_mutable:
-                continue
+            if schema is None or not schema.is_mutable or n.target is aten.detach_.default:
+                continue  # (detach_ changes autograd metadata only, no value)
             for i, arg in enumerate(schema.arguments):
                 if arg.alias_info is not None and arg.alias_info.is_write:
                     value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)

@@ -114,3 +114,49 @@ def test_detached_bias_still_fuses(target):
     got = compiled(fn, target)(q, k, v)
     assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
     torch.testing.assert_close(got, fn(q, k, v), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ambient", [False, True])
+def test_autocast_gives_the_autocast_dtype(ambient, target):
+    """Under torch.autocast SDPA computes in the autocast dtype (its inputs are cast): so does the op, whether the
+    region is inside the compiled code or around the call. Tolerance: both round the output to bf16 once from fp32
+    arithmetic (2 bf16 ulps apart at most, 2**-7 relative)."""
+    def inner(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def region(q, k, v):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            return inner(q, k, v)
+
+    q, k, v = (torch.randn(2, 2, 7, 16, device=DEVICE) for _ in range(3))
+    if ambient:
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            got = compiled(inner, target)(q, k, v)
+            ref = inner(q, k, v)
+    else:
+        got, ref = compiled(region, target)(q, k, v), region(q, k, v)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    assert got.dtype == ref.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), ref.float(), rtol=2 ** -7, atol=2 ** -7)
+
+
+def sdpa_masked(q, k, v, mask):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
+def test_nan_in_q_propagates_with_a_mask_tensor(mask_dtype):
+    """Eager gives the row of a NaN query NaN; the torch reference keeps it (only rows with nothing allowed are 0,
+    the op's contract). Torch target: the Triton kernels' NaN behaviour is not covered here."""
+    q, k, v = (torch.randn(1, 2, 5, 8, device=DEVICE) for _ in range(3))
+    q[0, 1, 2, 3] = float("nan")
+    allowed = torch.rand(1, 1, 5, 5, device=DEVICE) > 0.3
+    allowed[..., 0] = True
+    mask = allowed if mask_dtype == torch.bool else torch.zeros(allowed.shape, device=DEVICE).masked_fill(
+        ~allowed, torch.finfo(torch.float32).min)
+    got = compiled(sdpa_masked, "torch")(q, k, v, mask)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    ref = sdpa_masked(q, k, v, mask)
+    assert torch.equal(torch.isnan(got), torch.isnan(ref)) and torch.isnan(got[0, 1, 2]).all()
+    torch.testing.assert_close(got.nan_to_num(7.0), ref.nan_to_num(7.0), rtol=1e-5, atol=1e-5)

@@ -211,8 +211,10 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
     logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
     lse = torch.logsumexp(logits, dim=-1)
     # softmax, not exp(s - lse): a row an additive mask fills with finfo.min has lse = finfo.min, which has lost
-    # its log(n) to rounding -- eager's softmax gives that row 1/n per key. A row with nothing allowed: p = 0.
-    p = torch.softmax(logits, dim=-1)[..., :s.shape[-1]].nan_to_num(0.0)
+    # its log(n) to rounding -- eager's softmax gives that row 1/n per key. A row with nothing allowed (lse -inf):
+    # p = 0, the op's contract. Only that row: a NaN score (NaN in q or k) stays NaN, as in eager.
+    p = torch.softmax(logits, dim=-1)[..., :s.shape[-1]]
+    p = torch.where(torch.isneginf(lse).unsqueeze(-1), 0.0, p)
     return p, lse, t
 
 

@@ -88,5 +88,31 @@ def _backward(ctx, grad_out, _grad_lse):
 
 attention.register_autograd(_backward, setup_context=_setup)
 
+
+def _register_autocast(op_def, device_type: str) -> None:
+    """Under torch.autocast the spellings this op replaces compute in the autocast dtype: SDPA and matmul are on
+    autocast's lower-precision list, so q, k and v are cast to that dtype first and the output has it. Do the same
+    (with the dtype of the autocast region in force, which torch.library.register_autocast cannot: it takes one
+    fixed dtype). The mask and sinks keep their dtype (the eager spelling adds an fp32 mask to the scores)."""
+    if not torch._C._is_autocast_available(device_type):
+        return
+    key = "Autocast" + torch._C._dispatch_key_for_device(device_type)
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+
+    def kernel(_keyset, q, k, v, *rest):
+        dtype = torch.get_autocast_dtype(device_type)
+
+        def cast(t):
+            return t.to(dtype) if t.is_floating_point() and t.device.type == device_type else t
+
+        with torch._C._ExcludeDispatchKeyGuard(keyset):
+            return op_def._opoverload(cast(q), cast(k), cast(v), *rest)
+
+    op_def._lib.impl(op_def._name, kernel, key, with_keyset=True)
+
+
+for _device_type in ("cuda", "cpu"):
+    _register_autocast(attention, _device_type)
+
 for _op, _name in ((attention, "attention"), (attention_backward, "attention_backward")):
     lowering.inline_in_inner_compiler(_op, _name)

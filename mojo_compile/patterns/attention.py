@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..canonicalize import _touched_by_mutation
 from ..tuner import real_tensors
 from . import mask_algebra, match_value, needs_grad, register_pattern, symbolic_scalar, with_signature
 
@@ -239,8 +240,8 @@ def _mutates(node: Node) -> bool:
 def evaluate_constant(gm: GraphModule, node: Node) -> Optional[torch.Tensor]:
     """The value of `node` when it depends on no runtime input: its subgraph copied and run once."""
     nodes = _ancestors(node)
-    if nodes is None:
-        return None
+    if nodes is None or any(_touched_by_mutation(n) for n in nodes):
+        return None  # (a tensor written in place later, `m[:, 0] = True`, has another value where it is read)
     graph = torch.fx.Graph()
     env: dict = {}
     for n in nodes:

@@ -21,6 +21,8 @@ from sympy.core.function import AppliedUndef
 import torch
 from torch.fx import Node
 
+from ..canonicalize import _touched_by_mutation
+
 aten = torch.ops.aten
 INT64_MAX = 9223372036854775807
 
@@ -55,10 +57,16 @@ def _shift(f: Formula, by: int, at: int = 0) -> sympy.Basic:
     return f.expr.xreplace({X(k): X(k + by) for k in range(at, f.rank)}) if by else f.expr
 
 
+def _pinned(expr, shape, offset: int = 0) -> sympy.Basic:
+    """expr with the index symbol of every size-1 dim set to 0: a broadcast dim reads element 0 whatever the
+    result's index there (`arange(1)` is 0, not the other operand's index)."""
+    return expr.xreplace({X(d + offset): 0 for d, size in enumerate(shape) if size == 1})
+
+
 def _broadcast(*fs: Formula) -> tuple[list, list]:
     """Right-aligned broadcast: each formula's expression over the result's index symbols, and the result shape."""
     rank = max(f.rank for f in fs)
-    exprs = [_shift(f, rank - f.rank) for f in fs]
+    exprs = [_pinned(_shift(f, rank - f.rank), f.shape, rank - f.rank) for f in fs]
     shape = []
     for d in range(rank):
         sizes = [f.shape[d - (rank - f.rank)] for f in fs if d - (rank - f.rank) >= 0]
@@ -71,9 +79,32 @@ def _scalar(value) -> Formula:
     return Formula(sympy.sympify(value), [])
 
 
+_RELATIONS = (sympy.Eq, sympy.Ne, sympy.Le, sympy.Lt, sympy.Ge, sympy.Gt)
+
+
+def _as_relation_operand(fn, a, b):
+    """A bool tensor compared with 0 or 1 (`am != 0` on a bool `am`): the truth value itself or its negation --
+    sympy would compare a boolean with an integer as unequal. Other arithmetic on booleans gives up."""
+    for x, y in ((a, b), (b, a)):
+        if _is_boolean(x):
+            if fn in (sympy.Ne, sympy.Eq) and y in (sympy.Integer(0), sympy.Integer(1)):
+                keep = (fn is sympy.Ne) == (y == 0)
+                return x if keep else sympy.Not(x)
+            raise TypeError("arithmetic on a boolean")
+    return None
+
+
 def _binary(fn):
     def rule(node, a, b):
+        if node.kwargs.get("alpha", 1) != 1:
+            return None  # add / sub with alpha: not modelled
         exprs, shape = _broadcast(a, b)
+        if fn in _RELATIONS or fn in (operator.add, operator.sub):
+            folded = _as_relation_operand(fn, *exprs) if fn in (sympy.Eq, sympy.Ne) else None
+            if folded is not None:
+                return Formula(folded, shape)
+            if any(_is_boolean(e) for e in exprs):
+                return None  # a comparison or sum with a truth value: not modelled
         return Formula(fn(*exprs), shape)
     return rule
 
@@ -91,7 +122,8 @@ def _unsqueeze(node, x, dim):
 
 def _expand(node, x, sizes):
     rank = len(sizes)
-    shifted = Formula(_shift(x, rank - x.rank), [sympy.Integer(1)] * (rank - x.rank) + x.shape)
+    shifted = Formula(_pinned(_shift(x, rank - x.rank), x.shape, rank - x.rank),
+                      [sympy.Integer(1)] * (rank - x.rank) + x.shape)
     shape = [shifted.shape[d] if s == -1 else _size(s) for d, s in enumerate(sizes)]
     return Formula(shifted.expr, shape)
 
@@ -151,7 +183,10 @@ def _runtime(node: Node) -> Optional[Formula]:
 
 
 def _is_boolean(expr) -> bool:
-    return isinstance(expr, sympy.logic.boolalg.Boolean)
+    """A truth value: a relation, And / Or / Not, true / false. (Not any sympy Boolean: Symbol is one, and the
+    index symbols are integers.)"""
+    from sympy.logic.boolalg import BooleanAtom, BooleanFunction
+    return isinstance(expr, (sympy.core.relational.Relational, BooleanFunction, BooleanAtom))
 
 
 def _to(node, x, *args):
@@ -204,10 +239,12 @@ def evaluate(mask: Node) -> Optional[Formula]:
         if node in env:
             return env[node]
         if node.op == "placeholder":  # (a SymInt placeholder is read through its users' meta, not here)
-            env[node] = _runtime(node)
+            env[node] = None if _touched_by_mutation(node) else _runtime(node)
             return env[node]
         if node.op != "call_function":
             return None
+        if _touched_by_mutation(node):
+            return None  # written in place after it was computed (`m[:, 0] = True`): the formula would be stale
         rule = RULES.get(node.target)
         if rule is None:
             return None
