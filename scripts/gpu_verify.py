@@ -14,6 +14,7 @@ import argparse
 import datetime
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -88,10 +89,49 @@ def main(argv=None) -> int:
     started = datetime.datetime.now(datetime.timezone.utc)
     cmd = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
-    code = subprocess.call(cmd, cwd=ROOT)
+    progress: list[str] = []
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def cut(signum, frame):  # `timeout` ends us: record what the progress lines say, marked as cut
+        process.kill()
+        write_record(args.out, tree, started, cmd, None, *progress_counts(progress), cut=True)
+        sys.exit(124)
+
+    signal.signal(signal.SIGTERM, cut)
+    for line in process.stdout:
+        sys.stdout.write(line)
+        progress.append(line)
+    code = process.wait()
+    if os.path.exists(args.junit):
+        counts, failures = summarise(args.junit)
+    else:
+        counts, failures = progress_counts(progress)
+    write_record(args.out, tree, started, cmd, code, counts, failures)
+    print(f"tree {tree}: {counts} -> {args.out}")
+    return code
+
+
+def progress_counts(lines: list[str]) -> tuple[dict, list[str]]:
+    """Counts from pytest -q's progress characters (. s F E x X), and the FAILED / ERROR summary lines."""
+    progress = []
+    for line in lines:
+        if line.startswith("="):  # the first section (FAILURES, warnings summary, ...) ends the progress lines
+            break
+        head = line.split(" [")[0].strip()
+        if head and set(head) <= set(".sFExX"):
+            progress.append(head)
+    chars = "".join(progress)
+    counts = {"passed": chars.count(".") + chars.count("X"), "failed": chars.count("F"), "errors": chars.count("E"),
+              "skipped": chars.count("s") + chars.count("x")}
+    failures = [line.split(" ", 1)[1].strip() for line in lines if line.startswith(("FAILED ", "ERROR "))]
+    return counts, failures
+
+
+def write_record(out: str, tree: str, started, cmd: list, code, counts: dict, failures: list[str],
+                 cut: bool = False) -> None:
     seconds = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
-    counts, failures = summarise(args.junit)
     v = versions()
+    status = "cut by a timeout: counts from the progress lines" if cut else f"exit {code}"
     lines = [
         "# GPU verification record",
         "",
@@ -106,17 +146,15 @@ def main(argv=None) -> int:
         f"| python / torch / triton / transformers | {v['python']} / {v['torch']} / {v['triton']} / "
         f"{v['transformers']} |",
         f"| mojo_compile tree | `{tree}` |",
-        f"| command | `{' '.join(['python', '-m', 'pytest'] + cmd[3:])}` ({seconds:.0f} s, exit {code}) |",
+        f"| command | `{' '.join(['python', '-m', 'pytest'] + cmd[3:])}` ({seconds:.0f} s, {status}) |",
         f"| passed / failed / errors / skipped | {counts['passed']} / {counts['failed']} / {counts['errors']} / "
         f"{counts['skipped']} |",
         "",
     ]
     if failures:
         lines += ["Failures:", ""] + [f"- `{name}`" for name in failures] + [""]
-    with open(args.out, "w") as f:
+    with open(out, "w") as f:
         f.write("\n".join(lines))
-    print(f"tree {tree}: {counts} -> {args.out}")
-    return code
 
 
 if __name__ == "__main__":
