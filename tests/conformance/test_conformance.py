@@ -171,37 +171,34 @@ def test_dynamic_two_lengths(family):
         check_as_accurate(got[keep], ref[keep], ref64[keep], torch.float32, length)
 
 
-@pytest.mark.skipif(not ON_GPU, reason="the eager inner compiler is what the CPU runs everywhere else")
-@pytest.mark.parametrize("family", SHAPE_FAMILIES)
-def test_eager_inner_compiler(family):
-    """The other inner compiler, batch 3, left padding, bf16 inference (as accurate as eager)."""
+def padded_inference_as_accurate_as_eager(family: str, dtype: torch.dtype, options: dict) -> None:
+    """Batch 3, length 11, padded (left where the fp64 reference allows), compiled with `options`: the kept
+    positions' logits as accurate as eager's against fp64."""
     attn = DEFAULT_ATTN[family]
-    model = build(family, torch.bfloat16, attn, DEVICE)
+    model = build(family, dtype, attn, DEVICE)
     exact = exact_copy(model, family)
     ids, mask, positions = padded_batch(3, 11, left_or_right(family))
     kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=positions)
     with torch.no_grad():
-        got = compile_mojo(model, {"inner_compiler": "eager"})(**kwargs).logits
+        got = compile_mojo(model, options)(**kwargs).logits
         ref, ref64 = model(**kwargs).logits, run_exact(exact, **kwargs).logits
     keep = mask.bool()
-    check_as_accurate(got[keep], ref[keep], ref64[keep], torch.bfloat16, "logits")
+    check_as_accurate(got[keep], ref[keep], ref64[keep], dtype, "logits")
     assert_sites(family, attn)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="the eager inner compiler is what the CPU runs everywhere else")
+@pytest.mark.parametrize("family", SHAPE_FAMILIES)
+def test_eager_inner_compiler(family):
+    """The other inner compiler, bf16 inference."""
+    padded_inference_as_accurate_as_eager(family, torch.bfloat16, {"inner_compiler": "eager"})
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2"])
 @pytest.mark.skipif(ON_GPU, reason="on a GPU every case runs the compiled kernels")
 def test_interpreted_kernels(family):
-    """CI's view of the Triton target: the kernels under TRITON_INTERPRET=1 (conftest), batch 3, left padding."""
-    attn = DEFAULT_ATTN[family]
-    model = build(family, torch.float32, attn, DEVICE)
-    exact = exact_copy(model, family)
-    ids, mask, positions = padded_batch(3, 11, left_or_right(family))
-    kwargs = dict(input_ids=ids, attention_mask=mask, position_ids=positions)
-    with torch.no_grad():
-        got = compile_mojo(model, {"target": "ttx"})(**kwargs).logits
-        ref, ref64 = model(**kwargs).logits, run_exact(exact, **kwargs).logits
-    keep = mask.bool()
-    check_as_accurate(got[keep], ref[keep], ref64[keep], torch.float32, "logits")
+    """CI's view of the Triton target: the kernels under TRITON_INTERPRET=1 (conftest), fp32 inference."""
+    padded_inference_as_accurate_as_eager(family, torch.float32, {"target": "ttx"})
 
 
 # ------------------------------------------------------------------------------------------------------- generate
