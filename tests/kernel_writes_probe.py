@@ -148,8 +148,9 @@ def main():
             with record_launches() as launches:
                 case()
             for kernel, _grid, bound in launches:
-                flags = tuple(sorted((n, v) for n, v in bound.items() if n.isupper() and not isinstance(
-                    v, torch.Tensor) and n not in kernel.arg_names[:0]))
+                # the launch's specialisation: its upper-case (constexpr and size) arguments
+                flags = tuple(sorted((n, v) for n, v in bound.items()
+                                     if n.isupper() and not isinstance(v, torch.Tensor)))
                 key = (kernel.fn.__name__, kernel.fn.__module__, flags,
                        tuple((n, v.dtype) for n, v in bound.items() if isinstance(v, torch.Tensor)))
                 if key in seen:

@@ -49,7 +49,9 @@ def test_sdpa_is_causal_dynamic_rectangular(target):
 
 
 def scores_plus_bool(q, k, v, mask):
-    return F.softmax(q @ k.transpose(-1, -2) * 0.25 + mask, dim=-1) @ v
+    """HF's eager attention spelling, with a bool mask where it adds a float one."""
+    w = torch.matmul(q, k.transpose(2, 3)) * 0.25 + mask
+    return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
 
 @pytest.mark.parametrize("target", TARGETS)

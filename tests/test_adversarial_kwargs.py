@@ -45,9 +45,9 @@ def rope_alpha(alpha):
 
 
 def mask_alpha(alpha):
-    def fn(q, k, v, mask):
-        scores = torch.add(q @ k.transpose(-1, -2) * 0.25, mask, alpha=alpha)
-        return F.softmax(scores, dim=-1) @ v
+    def fn(q, k, v, mask):  # HF's eager attention spelling, the mask added with an alpha
+        scores = torch.add(torch.matmul(q, k.transpose(2, 3)) * 0.25, mask, alpha=alpha)
+        return torch.matmul(F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
     return fn
 
 
@@ -75,6 +75,7 @@ CASES = {
     "rope sum with alpha=-1": (rope_alpha(-1), rope_inputs, "mojo.rope", False),
     "rope sum with alpha=1": (rope_alpha(1), rope_inputs, "mojo.rope", True),
     "additive mask with alpha=3": (mask_alpha(3.0), attention_inputs, "mojo.attention", False),
+    "additive mask with alpha=1": (mask_alpha(1), attention_inputs, "mojo.attention", True),
 }
 
 

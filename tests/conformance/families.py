@@ -1,9 +1,9 @@
 """The decoder families the conformance suite compiles: tiny random configs (2 layers, built offline from the config
 class) and, per family, the Mojo ops the compiled graph must hold -- the fused-site table (README.md repeats it).
 
-Sizes: hidden 64, 4 query heads of 16 over 2 kv heads (GQA), vocab 256, fp32 norm weights moved off their init so a
-wrong weight shows. MoE families route 2 of 4 experts. Each family's expected table counts the ops of one forward
-graph with the default attention ("sdpa" where the family allows it)."""
+Sizes: hidden 64, 4 query heads of 16 over 2 kv heads (GQA), vocab 256, the 1-D weights (norms, biases) moved
+off their init so a wrong weight shows. MoE families route 2 of 4 experts. Each family's expected table counts the
+ops of one forward graph with the default attention ("sdpa" where the family allows it)."""
 from __future__ import annotations
 
 import torch
