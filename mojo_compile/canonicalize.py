@@ -149,6 +149,71 @@ def _rms_norm_default_eps(node: Node) -> Optional[Node]:
                                                                 torch.finfo(compute).eps))
 
 
+# Elementwise ops of one tensor (other operands Python scalars): they commute with putting a size-1 dim back.
+_UNARY_POINTWISE = {aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.neg.default,
+                    aten.pow.Tensor_Scalar, aten.to.dtype}
+_SCALAR_POINTWISE = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.add.Scalar,
+                     aten.sub.Scalar, aten.mul.Scalar, aten.div.Scalar}
+
+
+def _scalar_pointwise_of(node) -> Optional[Node]:
+    """The tensor operand of an elementwise op whose every other operand is a Python scalar, else None."""
+    if not isinstance(node, Node) or node.op != "call_function":
+        return None
+    if node.target in _UNARY_POINTWISE and all(not isinstance(a, Node) for a in node.args[1:]) \
+            and not node.kwargs.get("copy") and node.kwargs.get("memory_format") is None:
+        return node.args[0]
+    if node.target in _SCALAR_POINTWISE and not node.kwargs and len(node.args) == 2 \
+            and isinstance(node.args[1], (int, float)) and not isinstance(node.args[1], bool):
+        return node.args[0]
+    return None
+
+
+def _mean_dims_from_the_end(node: Node) -> Optional[Node]:
+    """`x.mean(x.dim() - 1)` -> `x.mean(-1)`: reduced dims counted from the end, as the patterns write them."""
+    x, dims = (list(node.args) + [node.kwargs.get("dim")])[:2]
+    x_val = _val(x)
+    if x_val is None or not isinstance(dims, (list, tuple)) or not all(isinstance(d, int) for d in dims) \
+            or all(d < 0 for d in dims) or x_val.dim() == 0:
+        return None
+    rank = x_val.dim()
+    args = (x, [d % rank - rank for d in dims], *node.args[2:])
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.mean.dim, args, {k: v for k, v in node.kwargs.items() if k != "dim"})
+
+
+def _unsqueezed_mean(node: Node) -> Optional[Node]:
+    """`f(x.mean(d)).unsqueeze(d)` -> `f(x.mean(d, keepdim=True))`, f a chain of elementwise ops with scalar
+    operands (`rsqrt(ms + eps)`), one reduced dim put back where it was: the same values and shape. The unsqueeze is
+    a view, the rebuilt chain fresh tensors: exact only where none of them is written in place."""
+    source, dim = (list(node.args) + [node.kwargs.get("dim")])[:2]
+    chain = []
+    while isinstance(source, Node) and source.target is not aten.mean.dim:
+        chain.append(source)
+        source = _scalar_pointwise_of(source)
+    mean = source
+    if mean is None or not isinstance(dim, int):
+        return None
+    x, dims, keepdim = (list(mean.args) + [mean.kwargs.get("dim"), mean.kwargs.get("keepdim", False)])[:3]
+    x_val = _val(x)
+    if keepdim or x_val is None or not isinstance(dims, (list, tuple)) or len(dims) != 1 \
+            or not isinstance(dims[0], int):
+        return None
+    rank = x_val.dim()
+    if rank == 0 or dims[0] % rank != dim % rank \
+            or any(_touched_by_mutation(n) for n in (node, mean, *chain)):
+        return None
+    kwargs = {k: v for k, v in mean.kwargs.items() if k not in ("dim", "keepdim")}
+    with node.graph.inserting_before(node):
+        out = node.graph.call_function(aten.mean.dim, (x, [dims[0] % rank - rank], True), kwargs)
+        for old in [mean, *reversed(chain)]:
+            if old is not mean:
+                out = node.graph.call_function(old.target, (out, *old.args[1:]), dict(old.kwargs))
+            if isinstance(_val(old), torch.Tensor):
+                out.meta["val"] = _val(old).unsqueeze(dims[0])
+    return out
+
+
 _VIEW_OPS = (aten.view.default, aten.reshape.default)
 
 RULES: dict = {
@@ -166,6 +231,8 @@ RULES: dict = {
     aten.reshape.default: _view_chain,
     aten.expand.default: _same_shape_view,
     aten.rms_norm.default: _rms_norm_default_eps,
+    aten.unsqueeze.default: _unsqueezed_mean,
+    aten.mean.dim: _mean_dims_from_the_end,
 }
 
 

@@ -147,18 +147,120 @@ def sdpa_masked(q, k, v, mask):
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
+def eager_masked(q, k, v, mask):
+    """HF's eager spelling (A1) with a float mask added to the scores."""
+    w = torch.matmul(q, k.transpose(2, 3)) * q.shape[-1] ** -0.5 + mask
+    return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
+
+
+def _nan_inputs(where, s_q=5, s_kv=5):
+    q = torch.randn(2, 2, s_q, 8, device=DEVICE)
+    k, v = (torch.randn(2, 2, s_kv, 8, device=DEVICE) for _ in range(2))
+    (q if where == "q" else k)[0, 1, min(2, s_q - 1), 3] = float("nan")  # query row 2 (or the one), key 2
+    return q, k, v
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("spelling", [sdpa_masked, eager_masked])
 @pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
-def test_nan_in_q_propagates_with_a_mask_tensor(mask_dtype):
-    """Eager gives the row of a NaN query NaN; the torch reference keeps it (only rows with nothing allowed are 0,
-    the op's contract). Torch target: the Triton kernels' NaN behaviour is not covered here."""
-    q, k, v = (torch.randn(1, 2, 5, 8, device=DEVICE) for _ in range(3))
-    q[0, 1, 2, 3] = float("nan")
-    allowed = torch.rand(1, 1, 5, 5, device=DEVICE) > 0.3
-    allowed[..., 0] = True
+@pytest.mark.parametrize("where", ["q", "k"])
+@pytest.mark.parametrize("s_q,s_kv", [(5, 5), (1, 9)], ids=["prefill", "decode"])
+def test_nan_input_propagates_with_a_mask_tensor(s_q, s_kv, where, mask_dtype, spelling, target):
+    """A NaN in q gives its row NaN in eager, a NaN in k (key 2, allowed for every row here) every row: the op too
+    (only rows with nothing allowed are the op's 0). On ttx the Triton kernels' own arithmetic carries it (the
+    running max must not drop a NaN score). A NaN at a masked position is the op's contract, tested below."""
+    if spelling is eager_masked and mask_dtype == torch.bool:
+        pytest.skip("the eager spelling adds the mask: a bool one is a different computation (tested above)")
+    q, k, v = _nan_inputs(where, s_q, s_kv)
+    allowed = torch.rand(2, 1, s_q, s_kv, device=DEVICE) > 0.3
+    allowed[..., 0] = allowed[..., 2] = True
     mask = allowed if mask_dtype == torch.bool else torch.zeros(allowed.shape, device=DEVICE).masked_fill(
         ~allowed, torch.finfo(torch.float32).min)
-    got = compiled(sdpa_masked, "torch")(q, k, v, mask)
+    got = compiled(spelling, target)(q, k, v, mask)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    ref = spelling(q, k, v, mask)
+    assert torch.isnan(ref).any()
+    assert torch.equal(torch.isnan(got), torch.isnan(ref))
+    torch.testing.assert_close(got.nan_to_num(7.0), ref.nan_to_num(7.0), rtol=1e-5, atol=1e-5)
+
+
+def _empty_rows(s_q):
+    """The (batch, query row) pairs left with no key: row 2 of batch 0 and row 4 of batch 1 (decode: batch 0's)."""
+    return [(0, min(2, s_q - 1))] + ([(1, 4)] if s_q > 4 else [])
+
+
+def _mask_with_empty_rows(dtype, s_q=5, s_kv=7):
+    """A random [B, 1, Sq, Skv] -inf / 0 mask with the _empty_rows fully masked."""
+    allowed = torch.rand(2, 1, s_q, s_kv, device=DEVICE) > 0.4
+    allowed[..., 0] = True
+    for b, i in _empty_rows(s_q):
+        allowed[b, :, i] = False
+    return torch.zeros(allowed.shape, device=DEVICE, dtype=dtype).masked_fill(~allowed, float("-inf"))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("s_q", [5, 1], ids=["prefill", "decode"])
+def test_fully_masked_row_is_nan_in_the_eager_spelling(s_q, dtype, target):
+    """softmax of a row of -inf is 0/0 in eager: NaN, on exactly that row. The op's own contract gives 0 there
+    (SDPA's), so the eager spelling must put the NaN back; every other row is eager's. Decode takes the split-KV
+    kernel on ttx, prefill the flash kernel."""
+    q = torch.randn(2, 4, s_q, 16, device=DEVICE, dtype=dtype)
+    k, v = (torch.randn(2, 4, 7, 16, device=DEVICE, dtype=dtype) for _ in range(2))
+    mask = _mask_with_empty_rows(torch.float32, s_q)
+    got = compiled(eager_masked, target)(q, k, v, mask)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    ref = eager_masked(q, k, v, mask)
+    empty = torch.zeros(2, 1, s_q, 1, dtype=torch.bool, device=DEVICE)
+    for b, i in _empty_rows(s_q):
+        empty[b, :, i] = True
+    assert torch.equal(torch.isnan(ref), empty.expand_as(ref)), "the reference itself: NaN on the empty rows only"
+    assert torch.equal(torch.isnan(got), torch.isnan(ref))
+    tol = 1e-5 if dtype == torch.float32 else 2 ** -7  # bf16: the output's rounding
+    torch.testing.assert_close(got.float().nan_to_num(7.0), ref.float().nan_to_num(7.0), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.float32])
+@pytest.mark.parametrize("s_q", [5, 1], ids=["prefill", "decode"])
+def test_fully_masked_row_is_sdpas_zero(s_q, mask_dtype, target):
+    """SDPA gives a row with no allowed key 0 (its safe softmax), the op's contract: no NaN is added here."""
+    q = torch.randn(2, 4, s_q, 16, device=DEVICE)
+    k, v = (torch.randn(2, 4, 7, 16, device=DEVICE) for _ in range(2))
+    mask = _mask_with_empty_rows(torch.float32, s_q)
+    if mask_dtype == torch.bool:
+        mask = mask == 0
+    got = compiled(sdpa_masked, target)(q, k, v, mask)
     assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
     ref = sdpa_masked(q, k, v, mask)
-    assert torch.equal(torch.isnan(got), torch.isnan(ref)) and torch.isnan(got[0, 1, 2]).all()
+    assert not torch.isnan(ref).any()
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_nan_key_at_a_masked_position_is_skipped(target):
+    """The op's contract: a masked key is not read into the row, so a NaN there does not reach it -- as flash-style
+    kernels (torch's CUDA flash / cuDNN for is_causal) do. Torch's math and CPU SDPA add -inf to the NaN score and
+    give the row NaN instead: eager itself differs by backend there. Rows that allow the NaN key are NaN."""
+    q, k, v = _nan_inputs("k")
+    allowed = torch.ones(2, 1, 5, 5, dtype=torch.bool, device=DEVICE)
+    allowed[0, :, :3, 2] = False  # rows 0-2 of batch 0 mask the NaN key out
+    got = compiled(sdpa_masked, target)(q, k, v, allowed)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    keep = allowed[0, 0, :, 2]
+    assert torch.isnan(got[0, 1, keep]).all() and not torch.isnan(got[0, 1, ~keep]).any()
+    ref = sdpa_masked(q[0, 1, ~keep].double(), k[0, 1, [0, 1, 3, 4]].double(), v[0, 1, [0, 1, 3, 4]].double(), None)
+    torch.testing.assert_close(got[0, 1, ~keep].double(), ref, rtol=1e-5, atol=1e-5)
+    assert not torch.isnan(got[1]).any() and not torch.isnan(got[0, 0]).any()
+
+
+def test_fully_masked_row_is_nan_in_the_eager_spelling_under_inductor():
+    """The same through the default inner compiler, which fuses the NaN epilogue into its own kernels."""
+    q = torch.randn(2, 4, 5, 16, device=DEVICE)
+    k, v = (torch.randn(2, 4, 7, 16, device=DEVICE) for _ in range(2))
+    mask = _mask_with_empty_rows(torch.float32)
+    got = torch.compile(eager_masked, backend="mojo")(q, k, v, mask)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    ref = eager_masked(q, k, v, mask)
+    assert torch.equal(torch.isnan(got), torch.isnan(ref)) and torch.isnan(ref).any()
     torch.testing.assert_close(got.nan_to_num(7.0), ref.nan_to_num(7.0), rtol=1e-5, atol=1e-5)

@@ -47,3 +47,63 @@ def test_identity_multiply_dropped_without_mutation():
     out = torch.compile(lambda x: (x * 1.0).to(x.dtype) + 2, backend=capture)(torch.ones(3, device=DEVICE))
     assert torch.equal(out, torch.full((3,), 3.0, device=DEVICE))
     assert "aten.mul" not in captured["code"] and "aten.to" not in captured["code"]
+
+
+def _canonical_code(fn, *inputs):
+    from mojo_compile import backend
+    from mojo_compile.canonicalize import canonicalize
+
+    captured = {}
+
+    def capture(gm, example_inputs, **kw):
+        aten_gm = backend.to_pre_dispatch_aten(gm, example_inputs)
+        canonicalize(aten_gm)
+        captured["code"] = aten_gm.code
+        return aten_gm
+
+    out = torch.compile(fn, backend=capture)(*inputs)
+    torch.testing.assert_close(out, fn(*inputs), rtol=0, atol=0)  # exact, bit for bit
+    return captured["code"]
+
+
+def test_mean_unsqueezed_becomes_keepdim_through_scalar_pointwise_ops():
+    x = torch.randn(3, 5, 16, device=DEVICE)
+    code = _canonical_code(lambda x: torch.rsqrt(x.pow(2).mean(2) + 1e-5).unsqueeze(-1) * x, x)
+    assert "unsqueeze" not in code and "aten.mean.dim(pow_1, [-1], True)" in code, code
+
+
+def test_mean_dtype_kwarg_survives_the_rewrite():
+    x = torch.randn(3, 16, device=DEVICE)
+    code = _canonical_code(lambda x: x.mean(-1, dtype=torch.float64).unsqueeze(-1), x)
+    assert "unsqueeze" not in code and "dtype = torch.float64" in code, code
+
+
+def test_unsqueeze_elsewhere_or_behind_a_tensor_operand_is_kept():
+    x, y = torch.randn(3, 16, device=DEVICE), torch.randn(3, device=DEVICE)
+    assert "unsqueeze" in _canonical_code(lambda x: x.mean(-1).unsqueeze(0), x)
+    assert "unsqueeze" in _canonical_code(lambda x, y: (x.mean(-1) + y).unsqueeze(-1), x, y)
+    assert "unsqueeze" in _canonical_code(lambda x: x.mean([0, 1]).unsqueeze(-1), x)
+
+
+def test_grad_flag_reaches_a_submodule_parameter_read_by_get_attr():
+    """needs_grad must see a learnable tensor whichever way the graph reads it, a dotted get_attr included."""
+    from mojo_compile.patterns import mark_grad_inputs, needs_grad
+
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bias = torch.nn.Parameter(torch.randn(4))
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            return x + self.inner.bias
+
+    gm = torch.fx.symbolic_trace(Outer())
+    attr = next(iter(gm.graph.find_nodes(op="get_attr")))
+    assert attr.target == "inner.bias"
+    mark_grad_inputs(gm, [torch.randn(4)])
+    assert needs_grad(attr)

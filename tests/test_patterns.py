@@ -86,6 +86,18 @@ class DeepseekV4Unweighted(nn.Module):  # the inverse root is cast, the product 
         return x * torch.rsqrt(x.float().square().mean(-1, keepdim=True) + EPS).to(x.dtype)
 
 
+class MeanUnsqueezed(Llama):  # mean without keepdim, the dim put back by unsqueeze: canonicalised to keepdim
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1).unsqueeze(-1) + EPS)).to(x.dtype)
+
+
+class MeanIndexedNone(Llama):  # the same with `[..., None]` and a positive dim
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(x.dim() - 1)[..., None] + EPS)).to(x.dtype)
+
+
 class FRmsNorm(Llama):
     def forward(self, x):
         return F.rms_norm(x, (x.shape[-1],), self.weight, EPS)
@@ -102,6 +114,9 @@ SPELLINGS = {
     "helium": (Helium, "rms_norm.helium"),
     "l2norm": (lambda n: L2Norm(), "rms_norm.unweighted"),
     "deepseek_v4": (lambda n: DeepseekV4Unweighted(), "rms_norm.deepseek_v4"),
+    "mean_unsqueezed": (MeanUnsqueezed, "rms_norm.llama"),
+    "mean_indexed_none": (MeanIndexedNone, "rms_norm.llama"),
+    "rstd_unsqueezed": (lambda n: NoKeepdim(n), "rms_norm.llama"),
     "F.rms_norm": (FRmsNorm, "rms_norm.F_rms_norm"),
     "nn.RMSNorm": (lambda n: nn.RMSNorm(n, eps=EPS), "rms_norm.F_rms_norm"),
     "nn.RMSNorm default eps": (lambda n: nn.RMSNorm(n), "rms_norm.F_rms_norm"),  # eps=None: ATen's default
@@ -246,10 +261,26 @@ class OtherDim(Llama):  # reduction over another dim
         return self.weight * (h * torch.rsqrt(h.pow(2).mean(1, keepdim=True) + EPS)).to(x.dtype)
 
 
-class NoKeepdim(Llama):  # mean without keepdim, broadcast back by hand
+class NoKeepdim(Llama):  # mean without keepdim, the inverse root broadcast back by hand (fused: canonicalised)
     def forward(self, x):
         h = x.float()
         return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1) + EPS).unsqueeze(-1)).to(x.dtype)
+
+
+class OtherDimUnsqueezed(Llama):  # mean over the last dim put back as another one: a different broadcast
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1) + EPS).unsqueeze(-1).transpose(-1, -2)).to(x.dtype)
+
+
+class MeanUnsqueezedThenWritten(Llama):  # the rstd view written in place afterwards: canonicalisation keeps it
+    def forward(self, x):
+        h = x.float()
+        r = torch.rsqrt(h.pow(2).mean(-1) + EPS)
+        r1 = r.unsqueeze(-1)
+        y = self.weight * (h * r1).to(x.dtype)
+        r1.mul_(2.0)
+        return y, r
 
 
 class IntermediateReused(Llama):  # the normalised fp32 value escapes: fusing would change what it returns
@@ -281,7 +312,8 @@ NEGATIVE = {
     "nn.LayerNorm": (lambda: nn.LayerNorm(64), (3, 64), []),
     "cohere_layernorm": (lambda: CohereLayerNorm(64), (3, 64), []),
     "other_dim": (lambda: OtherDim(64), (3, 64, 64), []),
-    "mean_without_keepdim": (lambda: NoKeepdim(64), (3, 64), []),
+    "unsqueezed_into_another_dim": (lambda: OtherDimUnsqueezed(64), (3, 64, 64), []),
+    "unsqueezed_then_written": (lambda: MeanUnsqueezedThenWritten(64), (3, 64), []),
     "cast_elsewhere": (lambda: CastElsewhere(64), (3, 64), ["rms_norm.unweighted"]),
     "head_weight": (HeadWeight, (2, 3, 4, 16), ["rms_norm.unweighted"]),
 }
@@ -310,10 +342,10 @@ def test_reused_intermediate_blocks_the_whole_spelling():
 
 
 def test_unfused_site_is_reported():
-    out = compiled(NoKeepdim(64).to(DEVICE), "torch", disable=["add_rms_norm"])(torch.randn(2, 64, device=DEVICE))
+    out = compiled(OtherDim(64).to(DEVICE), "torch", disable=["add_rms_norm"])(torch.randn(2, 64, 64, device=DEVICE))
     notes = mojo_compile.last_report().graphs[0].notes
     assert any(note.startswith("rms_norm: 1 aten.rsqrt.default left unfused") for note in notes), notes
-    assert out.shape == (2, 64)
+    assert out.shape == (2, 64, 64)
 
 
 def test_disable_option_turns_a_family_off():

@@ -20,7 +20,6 @@ CPU, and requires it to equal the declaration, and no written argument to overla
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from typing import Callable, Optional
 

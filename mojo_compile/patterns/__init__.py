@@ -326,7 +326,9 @@ def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             node.meta[GRAD_INPUT] = True
     for node in gm.graph.find_nodes(op="get_attr"):
-        value = getattr(gm, node.target, None) if isinstance(node.target, str) and "." not in node.target else None
+        value = gm
+        for name in str(node.target).split("."):  # a submodule's parameter: "layers.0.bias"
+            value = getattr(value, name, None)
         if isinstance(value, torch.Tensor) and value.requires_grad:
             node.meta[GRAD_INPUT] = True
 

@@ -127,11 +127,19 @@ def _eager_pattern(kv_form, has_mask, softcap, cast):
         return torch.matmul(w, vs)
 
     def replace(q, k, v, mask, scale, softcap_value):
-        return mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0,
-                              softcap_value if softcap else 0.0)[0]
+        out, lse = mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0,
+                                  softcap_value if softcap else 0.0)
+        return _nan_where_empty(out, lse) if has_mask else out
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), "scale", *(["softcap_value"] if softcap else [])]
     return with_signature(search, params), with_signature(replace, params)
+
+
+def _nan_where_empty(out, lse):
+    """Eager's softmax of a row with every score -inf is 0/0 = NaN, where the op's contract (SDPA's) gives 0 and lse
+    -inf: the eager spellings put the NaN back, on exactly those rows (an elementwise epilogue Inductor fuses into
+    the output's transpose). Its gradient passes through unchanged: the op's backward gives such a row none."""
+    return out + torch.where(lse.isneginf(), float("nan"), 0.0).unsqueeze(-1).to(out.dtype)
 
 
 def _sinks_pattern(kv_form, has_mask):

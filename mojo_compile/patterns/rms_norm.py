@@ -163,14 +163,8 @@ def register_spellings(residual: bool) -> None:
 register_spellings(residual=False)
 
 
-# F.rms_norm / torch.nn.RMSNorm arrive as one aten.rms_norm node: "output" numerics. eps None is written out by
-# canonicalisation (ATen's default: the epsilon of the computation type, fp32's for bf16 / fp16).
-def _f_rms_norm_eps(x, eps):
-    if eps is not None:
-        return eps
-    return torch.finfo(torch.float64 if x.dtype == torch.float64 else torch.float32).eps
-
-
+# F.rms_norm / torch.nn.RMSNorm arrive as one aten.rms_norm node: "output" numerics. eps None never reaches these
+# patterns: canonicalisation writes out ATen's default (the epsilon of the computation type, fp32's for bf16 / fp16).
 def _f_rms_norm_weighted_check(match) -> bool:
     """As any norm, and the weight in x's dtype (F.rms_norm's own rule for a fused, non-promoting result)."""
     return _norm_check(match) and match_value(match, "weight").dtype == match_value(match, "x").dtype
@@ -179,12 +173,12 @@ def _f_rms_norm_weighted_check(match) -> bool:
 register_pattern(
     "rms_norm.F_rms_norm",
     lambda x, weight, eps: F.rms_norm(x, (x.shape[-1],), weight, eps),
-    lambda x, weight, eps: mojo.rms_norm(x, weight, _f_rms_norm_eps(x, eps), 0.0, "output")[0],
+    lambda x, weight, eps: mojo.rms_norm(x, weight, eps, 0.0, "output")[0],
     _examples(weighted=True, residual=False)[:2], scalars={"eps": EPS}, extra_check=_f_rms_norm_weighted_check,
     family="rms_norm", tell_tales=TELL_TALES, lazy=True)
 register_pattern(
     "rms_norm.F_rms_norm_unweighted",
     lambda x, eps: F.rms_norm(x, (x.shape[-1],), None, eps),
-    lambda x, eps: mojo.rms_norm(x, None, _f_rms_norm_eps(x, eps), 0.0, "output")[0],
+    lambda x, eps: mojo.rms_norm(x, None, eps, 0.0, "output")[0],
     _examples(weighted=False, residual=False), scalars={"eps": EPS}, extra_check=_norm_check,
     family="rms_norm", tell_tales=TELL_TALES, lazy=True)
