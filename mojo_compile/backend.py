@@ -24,7 +24,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx import GraphModule
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from . import lowering, patterns, report
+from . import debug, logs, lowering, patterns, report
 from .canonicalize import canonicalize
 from .patterns.attention import analyse_masks
 from .options import OptionError, Options
@@ -40,17 +40,25 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     target = resolve_target(options.target, example_inputs)
 
     aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
+    watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
+    logs.traced(aten_gm, target)
     patterns.mark_grad_inputs(aten_gm, example_inputs)
-    canonicalize(aten_gm)                                                 # 2
+    logs.canonicalized(canonicalize(aten_gm))                             # 2
+    watch.canonical(aten_gm)
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3
     masks = analyse_masks(aten_gm)
+    logs.matched(matches, masks)
     sites = choose_targets(aten_gm, matches, target, masks)               # 4
-    graph_report = report.GraphReport(_compile_id(), target, options.inner_compiler, sites,
-                                      unfused_notes(aten_gm, options.disable), aten_gm.code)
+    logs.targets_chosen(sites, target)
+    notes, near_misses = unfused_notes(aten_gm, options.disable)
+    graph_report = report.GraphReport(_compile_id(), target, options.inner_compiler, sites, notes, aten_gm.code,
+                                      near_misses)
     report.add_graph(graph_report)                                        # 5
+    watch.rewritten(aten_gm, graph_report)
+    logs.rewritten(aten_gm, graph_report)
     if options.dump_dir:
         dump(options.dump_dir, gm, graph_report)
-    return inner_compile(aten_gm, example_inputs, options)                # 6
+    return watch.wrap(inner_compile(aten_gm, example_inputs, options))    # 6
 
 
 # ------------------------------------------------------------------------------------------------------ 1. trace
@@ -151,7 +159,7 @@ def choose_targets(gm: GraphModule, matches, target: str, masks=None) -> list[re
         detail = _attention_detail(node, masks or {}) if op == "attention" else ""
         kernel = lowering.describe(op, chosen, *_op_arguments(node))
         sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason, detail,
-                                      kernel))
+                                      kernel, node.name))
     gm.recompile()
     return sites
 
@@ -168,31 +176,35 @@ def _attention_detail(node, masks) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ 5. report
-def unfused_notes(gm: GraphModule, disabled) -> list[str]:
-    """For each enabled family, the tell-tale ops still in the graph: sites no pattern of that family matched."""
-    notes, seen = [], set()
-    for pattern in patterns.registered_patterns():
-        if pattern.family in seen or not pattern.enabled(disabled) or not pattern.tell_tales:
-            continue
-        seen.add(pattern.family)
-        left = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in pattern.tell_tales]
-        if left:
-            where = sorted({report.module_path(n) or n.name for n in left})
-            notes.append(f"{pattern.family}: {len(left)} {', '.join(sorted({str(n.target) for n in left}))} "
-                         f"left unfused (no {pattern.family} pattern matched) at {', '.join(where)}")
-    return notes
+def unfused_notes(gm: GraphModule, disabled) -> tuple[list[str], list[report.NearMiss]]:
+    """The sites of enabled families that the rewrite left unfused (their tell-tale ops are still in the graph),
+    one near miss each -- the pattern that came closest and what refused it (near_miss.py) -- and one note each."""
+    from . import near_miss
+
+    near_misses = near_miss.explain(gm, disabled)
+    return [near_miss.note(m) for m in near_misses], near_misses
 
 
 def _compile_id() -> str:
+    """Dynamo's compile id ("0/0": frame 0, its first compile), with a suffix where the report already has it
+    (Dynamo restarts its ids after torch._dynamo.reset()): "0/0#2"."""
     from torch._guards import CompileContext
 
     compile_id = CompileContext.current_compile_id()
-    return str(compile_id) if compile_id is not None else str(len(report.last_report().graphs))
+    return report.unique_compile_id(str(compile_id) if compile_id is not None else str(len(report._REPORT.graphs)))
+
+
+_DUMPED: set = set()  # the file stems this process wrote: a later graph with the same compile id gets a suffix
 
 
 def dump(directory: str, gm: GraphModule, graph_report: report.GraphReport) -> None:
     os.makedirs(directory, exist_ok=True)
-    stem = os.path.join(directory, "graph_" + graph_report.compile_id.replace("/", "_"))
+    base = os.path.join(directory, "graph_" + graph_report.compile_id.replace("/", "_").replace("#", "-"))
+    stem, n = base, 1
+    while os.path.abspath(stem) in _DUMPED:  # the same id after reset_report(): never overwrite this process's files
+        n += 1
+        stem = f"{base}-{n}"
+    _DUMPED.add(os.path.abspath(stem))
     with open(stem + ".dynamo.py", "w") as f:
         f.write(gm.code)
     with open(stem + ".mojo.py", "w") as f:

@@ -4,6 +4,12 @@ fail counts with the failures.
 
     python scripts/gpu_verify.py [-n 16] [--out GPU_VERIFIED.md] [-- extra pytest args]
 
+When one run does not fit a machine's time limit, run the suite in N shards (test files dealt out by size), each
+writing a part, and merge the parts into the record; the merge refuses parts of different trees or a missing shard:
+
+    python scripts/gpu_verify.py --shard 1/2 --out part1.json [-- ...]     (on the GPU, one call per shard)
+    python scripts/gpu_verify.py --merge part1.json part2.json --out GPU_VERIFIED.md
+
 The tree hash is computed from the files themselves, exactly as git hashes a tree, so it equals
 `git rev-parse HEAD:mojo_compile` of a commit holding these files, with or without a .git folder here.
 An issue that changes mojo_compile/ is verified when this record's hash equals the submitted tree's and it shows
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -77,27 +84,59 @@ def summarise(junit: str) -> tuple[dict, list[str]]:
     return counts, failures
 
 
+def test_files() -> list[str]:
+    """Every test file under tests/, relative to the root, sorted."""
+    found = []
+    for folder, _, names in os.walk(os.path.join(ROOT, "tests")):
+        found += [os.path.relpath(os.path.join(folder, n), ROOT) for n in names
+                  if n.startswith("test_") and n.endswith(".py")]
+    return sorted(found)
+
+
+def shard_files(index: int, count: int) -> list[str]:
+    """Shard `index` (1-based) of `count`: the files dealt out largest first, each to the lightest shard so far
+    (size in bytes stands in for run time)."""
+    loads, shards = [0] * count, [[] for _ in range(count)]
+    for path in sorted(test_files(), key=lambda p: (-os.path.getsize(os.path.join(ROOT, p)), p)):
+        lightest = loads.index(min(loads))
+        shards[lightest].append(path)
+        loads[lightest] += os.path.getsize(os.path.join(ROOT, path))
+    return sorted(shards[index - 1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=8, help="pytest-xdist workers")
     parser.add_argument("--out", default=os.path.join(ROOT, "GPU_VERIFIED.md"))
     parser.add_argument("--junit", default=os.path.join(ROOT, ".pytest-gpu.xml"))
+    parser.add_argument("--shard", help="K/N: run shard K of N and write a JSON part to --out")
+    parser.add_argument("--merge", nargs="+", metavar="PART", help="merge the JSON parts of every shard into --out")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.out)
 
     tree = git_tree_hash(os.path.join(ROOT, "mojo_compile"))
     started = datetime.datetime.now(datetime.timezone.utc)
-    cmd = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
+    shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
+    selection = shard_files(*shard) if shard else ["tests"]
+    cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
     progress: list[str] = []
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def cut(signum, frame):  # `timeout` ends us: record what the progress lines say, marked as cut
+    def finish(code, counts, failures, cut=False):
+        if shard:
+            write_part(args.out, tree, started, cmd, code, counts, failures, shard, selection, cut)
+        else:
+            write_record(args.out, tree, started, cmd, code, counts, failures, cut=cut)
+
+    def on_term(signum, frame):  # `timeout` ends us: record what the progress lines say, marked as cut
         process.kill()
-        write_record(args.out, tree, started, cmd, None, *progress_counts(progress), cut=True)
+        finish(None, *progress_counts(progress), cut=True)
         sys.exit(124)
 
-    signal.signal(signal.SIGTERM, cut)
+    signal.signal(signal.SIGTERM, on_term)
     for line in process.stdout:
         sys.stdout.write(line)
         progress.append(line)
@@ -106,9 +145,51 @@ def main(argv=None) -> int:
         counts, failures = summarise(args.junit)
     else:
         counts, failures = progress_counts(progress)
-    write_record(args.out, tree, started, cmd, code, counts, failures)
+    finish(code, counts, failures)
     print(f"tree {tree}: {counts} -> {args.out}")
     return code
+
+
+def write_part(out: str, tree: str, started, cmd: list, code, counts: dict, failures: list[str], shard: tuple,
+               files: list[str], cut: bool) -> None:
+    seconds = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
+    part = {"tree": tree, "started": started.isoformat(), "seconds": round(seconds), "versions": versions(),
+            "command": " ".join(["python", "-m", "pytest"] + cmd[3:]), "exit": code, "cut": cut,
+            "shard": list(shard), "files": files, "counts": counts, "failures": failures}
+    with open(out, "w") as f:
+        json.dump(part, f, indent=1)
+
+
+def merge(paths: list[str], out: str) -> int:
+    """One record from the parts of every shard of one run: same tree, same versions, every file once."""
+    parts = []
+    for path in paths:
+        with open(path) as f:
+            parts.append(json.load(f))
+    count = parts[0]["shard"][1]
+    problems = []
+    if sorted(p["shard"][0] for p in parts) != list(range(1, count + 1)) or any(p["shard"][1] != count
+                                                                                for p in parts):
+        problems.append(f"shards {[p['shard'] for p in parts]} are not 1..{count} of {count}")
+    if len({p["tree"] for p in parts}) != 1 or len({json.dumps(p["versions"], sort_keys=True) for p in parts}) != 1:
+        problems.append("the parts ran different trees or versions")
+    covered = sorted(f for p in parts for f in p["files"])
+    if covered != test_files():
+        problems.append(f"the parts cover {len(covered)} test files, tests/ has {len(test_files())}")
+    if any(p["cut"] for p in parts):
+        problems.append("a part was cut by a timeout")
+    if problems:
+        print("gpu_verify --merge: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    counts = {k: sum(p["counts"][k] for p in parts) for k in parts[0]["counts"]}
+    failures = [f for p in parts for f in p["failures"]]
+    v = parts[0]["versions"]
+    started = min(datetime.datetime.fromisoformat(p["started"]) for p in parts)
+    commands = "; ".join(f"shard {p['shard'][0]}/{count}: `{p['command']}` ({p['seconds']} s, exit {p['exit']})"
+                         for p in sorted(parts, key=lambda p: p["shard"][0]))
+    _write(out, started, v, parts[0]["tree"], commands, counts, failures)
+    print(f"tree {parts[0]['tree']}: {counts} -> {out}")
+    return 0
 
 
 def progress_counts(lines: list[str]) -> tuple[dict, list[str]]:
@@ -130,8 +211,12 @@ def progress_counts(lines: list[str]) -> tuple[dict, list[str]]:
 def write_record(out: str, tree: str, started, cmd: list, code, counts: dict, failures: list[str],
                  cut: bool = False) -> None:
     seconds = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
-    v = versions()
     status = "cut by a timeout: counts from the progress lines" if cut else f"exit {code}"
+    command = f"`{' '.join(['python', '-m', 'pytest'] + cmd[3:])}` ({seconds:.0f} s, {status})"
+    _write(out, started, versions(), tree, command, counts, failures)
+
+
+def _write(out: str, started, v: dict, tree: str, command: str, counts: dict, failures: list[str]) -> None:
     lines = [
         "# GPU verification record",
         "",
@@ -146,7 +231,7 @@ def write_record(out: str, tree: str, started, cmd: list, code, counts: dict, fa
         f"| python / torch / triton / transformers | {v['python']} / {v['torch']} / {v['triton']} / "
         f"{v['transformers']} |",
         f"| mojo_compile tree | `{tree}` |",
-        f"| command | `{' '.join(['python', '-m', 'pytest'] + cmd[3:])}` ({seconds:.0f} s, {status}) |",
+        f"| command | {command} |",
         f"| passed / failed / errors / skipped | {counts['passed']} / {counts['failed']} / {counts['errors']} / "
         f"{counts['skipped']} |",
         "",

@@ -136,7 +136,7 @@ def test_cli_explain(tmp_path):
         print("ran with", sys.argv[1:])
     """))
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    done = _run(["-m", "mojo_compile.cli", "explain", "--inner", "eager", str(script), "--flag", "1"], env=env)
+    done = _run(["-m", "mojo_compile.cli", "explain", "--inner", "eager", str(script), "--", "--flag", "1"], env=env)
     assert done.returncode == 0, done.stderr
     assert "ran with ['--flag', '1']" in done.stdout
     assert "rms_norm.llama" in done.stdout and "mojo.rms_norm x1" in done.stdout

@@ -13,12 +13,14 @@ Scalars such as eps are captured from the graph (`scalars=`), never burned in.
 from __future__ import annotations
 
 import collections
+import difflib
 import fnmatch
 import functools
 import importlib
 import inspect
 import logging
 import operator
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -32,7 +34,7 @@ log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad"]
+           "mark_grad_inputs", "needs_grad", "refuse"]
 
 BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
 
@@ -55,7 +57,11 @@ class Pattern:
     _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
 
     def enabled(self, disabled: Sequence[str]) -> bool:
-        return not any(fnmatch.fnmatchcase(self.name, d) or self.family == d for d in disabled)
+        return not any(self.disabled_by(d) for d in disabled)
+
+    def disabled_by(self, entry: str) -> bool:
+        """Whether a `disable` entry turns this pattern off: a glob over its name, or its family."""
+        return fnmatch.fnmatchcase(self.name, entry) or self.family == entry
 
 
 _PATTERNS: dict[str, Pattern] = {}
@@ -77,10 +83,13 @@ def _as_input_sets(example_inputs) -> list[tuple]:
     return [tuple(example_inputs)]
 
 
+PRIORITY_RANGE = (-1000, 1000)  # register_pattern's priority= (the built-ins use -10 .. 20)
+
+
 def register_pattern(
     name: str,
     search: Callable,
-    replace: Callable,
+    replacement: Callable,
     example_inputs,
     *,
     scalars: Optional[dict[str, float]] = None,
@@ -89,25 +98,42 @@ def register_pattern(
     family: Optional[str] = None,
     tell_tales: Sequence = (),
     lazy: bool = False,
+    replace: bool = False,
 ) -> Pattern:
-    """Register a fusion: wherever the graph computes `search(*inputs)`, compute `replace(*inputs)` instead.
+    """Register a fusion: wherever the graph computes `search(*inputs)`, compute `replacement(*inputs)` instead.
 
     example_inputs: a tuple of tensors to trace `search` with (one per tensor parameter, scalars excluded), or a
         list of such tuples: one trace each, e.g. per dtype, since a bf16 spelling carries casts an fp32 one lacks.
     scalars: {parameter: trace value} for non-tensor parameters read from the graph (eps, ...). Pick trace values
         that occur nowhere else in the pattern.
     extra_check: called with the Inductor `Match` (`match.kwargs` holds the bound parameters, as nodes or values);
-        return False to leave a site alone.
-    priority: higher runs first. Within a priority, larger patterns run first (so add + norm before norm).
+        return False -- or `refuse("why")`, which the near-miss report shows -- to leave a site alone.
+    priority: higher runs first. Within a priority, larger patterns run first (so add + norm before norm). An int
+        from -1000 to 1000 (PRIORITY_RANGE).
     family: the group a pattern belongs to (`options={"disable": [family or name glob]}` turns it off).
     tell_tales: ATen ops whose presence after rewriting means a site of this family was left unfused (reported).
     lazy: trace on first use instead of now (the built-ins use this to keep `import mojo_compile` fast).
+    replace: replace the pattern registered under `name` (a built-in too). Without it a name already taken -- by
+        a built-in as well, loaded or not yet -- is a PatternError.
     """
+    if not isinstance(replace, bool):
+        raise PatternError(f"pattern {name!r}: replace= is the flag that allows replacing a registered pattern "
+                           f"(True/False), got {replace!r}; the replacement function is the third argument")
+    builtin = _called_from_builtin()
+    if not builtin:
+        _load_builtins()  # the names the built-ins take are taken even before the first compile loads them
+    if not isinstance(name, str) or not name:
+        raise PatternError(f"a pattern name must be a non-empty string, got {name!r}")
+    if name in _PATTERNS and not replace:
+        raise PatternError(f"a pattern named {name!r} is already registered"
+                           f"{' (built-in)' if name in _BUILTIN_NAMES else ''}: pass replace=True to replace it, "
+                           f"or unregister_pattern({name!r}) first")
+    priority = _checked_priority(name, priority)
     scalars = dict(scalars or {})
     params = list(inspect.signature(search).parameters)
-    if list(inspect.signature(replace).parameters) != params:
+    if list(inspect.signature(replacement).parameters) != params:
         raise PatternError(f"pattern {name!r}: search{tuple(params)} and replace"
-                           f"{tuple(inspect.signature(replace).parameters)} must take the same parameters")
+                           f"{tuple(inspect.signature(replacement).parameters)} must take the same parameters")
     unknown = set(scalars) - set(params)
     if unknown:
         raise PatternError(f"pattern {name!r}: scalars {sorted(unknown)} are not parameters of search{tuple(params)}")
@@ -116,16 +142,91 @@ def register_pattern(
         if len(inputs) != len(params) - len(scalars):
             raise PatternError(f"pattern {name!r}: {len(inputs)} example inputs for the {len(params) - len(scalars)} "
                                f"non-scalar parameters of search{tuple(params)}")
-    pattern = Pattern(name, search, replace, input_sets, scalars, extra_check, priority,
+    pattern = Pattern(name, search, replacement, input_sets, scalars, extra_check, priority,
                       family or name.split(".")[0], tuple(tell_tales))
+    if name in _PATTERNS:  # replace=True: the old one's traces must not make the new one's look like duplicates
+        _forget_traces(_PATTERNS[name])
     if not lazy:
         _compile(pattern)
-    _PATTERNS[name] = pattern
+    _PATTERNS[name] = pattern  # a replaced pattern keeps its place in the registration order
+    if builtin:
+        _BUILTIN_NAMES.add(name)
+    else:
+        _BUILTIN_NAMES.discard(name)
     return pattern
 
 
-def unregister_pattern(name: str) -> None:
-    _PATTERNS.pop(name)
+def unregister_pattern(name: str) -> Pattern:
+    """Remove the pattern `name` (a built-in too, also before the first compile loads the built-ins) and return it.
+    An unknown name is a PatternError naming the closest registered ones."""
+    _load_builtins()  # else a built-in not loaded yet would be unknown now, and back after the first compile
+    if name not in _PATTERNS:
+        close = closest_names(name, with_families=False)
+        raise PatternError(f"no pattern named {name!r} is registered"
+                           + (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else
+                              " (registered_patterns() lists them)"))
+    pattern = _PATTERNS.pop(name)
+    _BUILTIN_NAMES.discard(name)
+    _forget_traces(pattern)
+    return pattern
+
+
+_BUILTIN_NAMES: set[str] = set()  # names registered by the built-in modules (for messages)
+_BUILTIN_MODULE_NAMES = frozenset(f"{__name__}.{module}" for module in BUILTIN_MODULES)
+
+
+def _called_from_builtin() -> bool:
+    """Whether register_pattern was called by a built-in pattern module. Those register while they are imported --
+    by _load_builtins, or directly (backend.py imports attention) -- in that order, and must not load the others
+    first; a user's registration loads all built-ins first, so a name a built-in takes is taken."""
+    frame = sys._getframe(2)  # register_pattern's caller
+    return frame.f_globals.get("__name__") in _BUILTIN_MODULE_NAMES
+
+
+def _checked_priority(name: str, priority) -> int:
+    low, high = PRIORITY_RANGE
+    if not isinstance(priority, bool):
+        try:
+            value = operator.index(priority)  # an int (numpy's too), not a float
+        except TypeError:
+            value = None
+        if value is not None and low <= value <= high:
+            return value
+    raise PatternError(f"pattern {name!r}: priority must be an int from {low} to {high}, got {priority!r}")
+
+
+def _forget_traces(pattern: Pattern) -> None:
+    """Drop the graphs a removed pattern recorded in _SEEN_GRAPHS, where a later registration of the same search
+    (after unregister_pattern, or with replace=True) would be skipped as a duplicate of a pattern that is gone.
+    (Keyed by the pattern's printed form: an equal-looking entry of another pattern may go too, which only lets a
+    later duplicate trace be registered.)"""
+    if not pattern._passes:
+        return
+    from torch._inductor.pattern_matcher import PatternPrettyPrinter
+
+    for _, pattern_pass in pattern._passes:
+        for entries in pattern_pass.patterns.values():
+            for entry in entries:
+                try:
+                    _SEEN_GRAPHS.pop(PatternPrettyPrinter.run(entry.pattern), None)
+                except Exception:  # a torch whose printer differs: at worst a re-registration is skipped
+                    pass
+
+
+def disable_matches(entry: str) -> bool:
+    """Whether a `disable` entry (options["disable"], MOJO_DISABLE) turns off any registered pattern."""
+    return any(pattern.disabled_by(entry) for pattern in registered_patterns())
+
+
+def families() -> list[str]:
+    return sorted({pattern.family for pattern in registered_patterns()})
+
+
+def closest_names(word: str, n: int = 3, with_families: bool = True) -> list[str]:
+    """The registered pattern names (and families) closest to `word`, for error messages."""
+    patterns = registered_patterns()
+    candidates = {p.name for p in patterns} | ({p.family for p in patterns} if with_families else set())
+    return difflib.get_close_matches(word, sorted(candidates), n=n)
 
 
 @functools.lru_cache(maxsize=None)
@@ -205,15 +306,33 @@ def _is_schema_default(target, key: str, value) -> bool:
     return False
 
 
+_REFUSAL: dict = {"reason": None, "verdict": None}  # refuse()'s last reason; the last (pattern name, reason or None)
+
+
+def refuse(reason: str) -> bool:
+    """For an extra_check: `return refuse("why")` leaves the site alone, like `return False`, and says why (the
+    near-miss report of an unfused site shows the reason; near_miss.py)."""
+    _REFUSAL["reason"] = reason
+    return False
+
+
+def _check_name(check: Callable) -> str:
+    fn = getattr(check, "func", check)  # a functools.partial
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
 def _check_and_note_source(pattern: Pattern, match) -> bool:
     """The shared soundness checks (unmodelled_kwarg), then the pattern's extra_check; on success, note the module
     the matched code came from, keyed by the matched input nodes, for the Mojo op that replaces it (Inductor does
-    not carry that metadata over in every version)."""
+    not carry that metadata over in every version). The verdict -- (pattern name, None or why it refused) -- is
+    left in _REFUSAL["verdict"], for near_miss.py."""
+    _REFUSAL["reason"] = None
     reason = unmodelled_kwarg(match) or _written_later(match)
+    if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
+        reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
+    _REFUSAL["verdict"] = (pattern.name, reason)
     if reason is not None:
         log.debug("mojo pattern %s: no match: %s", pattern.name, reason)
-        return False
-    if pattern.extra_check is not None and not pattern.extra_check(match):
         return False
     _claim_sources(match.nodes[0].graph)  # before this match's replacement rewrites the inputs of earlier ops
     outputs = [n for n in match.output_nodes() if n is not None]
@@ -284,8 +403,11 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
             passes.extend((pattern, size, pattern_pass) for size, pattern_pass in pattern._passes)
     matches = []
     for pattern, _, pattern_pass in sorted(passes, key=lambda p: (-p[0].priority, -p[1])):
-        before = _mojo_nodes(gm)
+        before, existing = _mojo_nodes(gm), set(gm.graph.nodes)
         if pattern_pass.apply(gm.graph):
+            for node in gm.graph.nodes:  # every node a replacement added names its pattern (mojo-compile verify)
+                if node not in existing:
+                    node.meta.setdefault("mojo_pattern", pattern.name)
             # A replacement with several outputs goes where the matcher puts it, which can precede the producer of
             # an input that the matched code reads later (q's rotation written before k's projection): reorder.
             stable_topological_sort(gm.graph)

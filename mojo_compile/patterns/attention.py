@@ -36,7 +36,7 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..canonicalize import _touched_by_mutation
 from ..tuner import real_tensors
-from . import mask_algebra, match_value, needs_grad, register_pattern, symbolic_scalar, with_signature
+from . import mask_algebra, match_value, needs_grad, refuse, register_pattern, symbolic_scalar, with_signature
 
 log = logging.getLogger("mojo_compile")
 aten = torch.ops.aten
@@ -60,32 +60,48 @@ def _attention_check(match, causal: bool = False, additive: bool = False) -> boo
     many queries as keys, so other shapes (decode's one query, a prefix cache) stay SDPA.
     additive (the eager spellings' `scores + mask`): the mask must be a float; a bool one adds 0 / 1 there."""
     q, k, v = (match_value(match, n) for n in ("q", "k", "v"))
-    if any(t is None for t in (q, k, v)) or q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
-        return False
+    if any(t is None for t in (q, k, v)):
+        return refuse("q, k or v has no tensor value")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return refuse(f"q, k, v are {q.dim()}-D, {k.dim()}-D, {v.dim()}-D: the op takes 4-D [B, H, S, D]")
     if not (q.dtype.is_floating_point and q.dtype == k.dtype == v.dtype):
-        return False
-    if q.shape[1] % k.shape[1] or k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0] \
-            or q.shape[-1] != k.shape[-1] or v.shape[-1] != q.shape[-1]:
-        return False
+        return refuse(f"q, k, v are {q.dtype}, {k.dtype}, {v.dtype}: not one float dtype")
+    if q.shape[1] % k.shape[1]:
+        return refuse(f"q's {q.shape[1]} heads are not a multiple of k's {k.shape[1]}")
+    if k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0]:
+        return refuse(f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}: batch, heads or keys differ")
+    if q.shape[-1] != k.shape[-1] or v.shape[-1] != q.shape[-1]:
+        return refuse(f"head sizes differ: q {q.shape[-1]}, k {k.shape[-1]}, v {v.shape[-1]}")
     if causal and not statically_known_true(q.shape[-2] == k.shape[-2]):
-        return False
+        return refuse(f"is_causal with {q.shape[-2]} queries and {k.shape[-2]} keys: SDPA aligns the causal mask "
+                      f"top-left, the op bottom-right (they agree only for as many queries as keys)")
     if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap"):
-        return False
+        return refuse("scale / softcap is a graph input (dynamic=True), not a constant")
     if "mask" in match.kwargs:
         mask = match_value(match, "mask")
-        if mask is None or mask.dim() > 4 or needs_grad(match.kwargs["mask"]):
-            return False  # the op takes no gradient for the mask (a learnable bias stays eager's)
+        if mask is None:
+            return refuse("the mask has no tensor value")
+        if mask.dim() > 4:
+            return refuse(f"the mask is {mask.dim()}-D (more than 4)")
+        if needs_grad(match.kwargs["mask"]):
+            # the op takes no gradient for the mask (a learnable bias stays eager's)
+            return refuse("the mask needs a gradient (a learnable bias): the op gives it none")
         if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
-            return False
+            return refuse(f"the mask is {mask.dtype}, neither bool nor float")
         if additive and mask.dtype == torch.bool:
-            return False
+            return refuse("a bool mask added to the scores (adds 0 / 1, not a mask)")
     return True
 
 
 def _sinks_check(match) -> bool:
     sinks, q = match_value(match, "sinks"), match_value(match, "q")
-    return _attention_check(match, additive=True) and sinks is not None and sinks.dim() == 1 \
-        and sinks.shape[0] == q.shape[1]
+    if not _attention_check(match, additive=True):
+        return False
+    if sinks is None:
+        return refuse("sinks has no tensor value")
+    if sinks.dim() != 1 or sinks.shape[0] != q.shape[1]:
+        return refuse(f"sinks {list(sinks.shape)} is not one value per q head ({q.shape[1]})")
+    return True
 
 
 # ----------------------------------------------------------------------------------------------------- spellings

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import match_value, register_pattern
+from . import match_value, refuse, register_pattern
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -28,14 +28,26 @@ TELL_TALES = ()  # an activation without a product is a non-gated MLP, not a mis
 
 def _same_float_operands(match) -> bool:
     gate, up = match_value(match, "gate"), match_value(match, "up")
-    return (gate is not None and up is not None and gate.dtype.is_floating_point and gate.dim() > 0
-            and gate.shape == up.shape and gate.dtype == up.dtype)
+    if gate is None or up is None:
+        return refuse("gate or up has no tensor value")
+    if not gate.dtype.is_floating_point or gate.dim() == 0:
+        return refuse(f"gate is a {gate.dtype} {gate.dim()}-D tensor, not a float tensor")
+    if gate.shape != up.shape:
+        return refuse(f"gate {list(gate.shape)} and up {list(up.shape)} differ in shape (a broadcast product)")
+    if gate.dtype != up.dtype:
+        return refuse(f"gate is {gate.dtype} and up {up.dtype} (a promoting product)")
+    return True
 
 
 def _splittable(match) -> bool:
     gate_up = match_value(match, "gate_up")
-    return (gate_up is not None and gate_up.dtype.is_floating_point and gate_up.dim() > 0
-            and gate_up.shape[-1] % 2 == 0)
+    if gate_up is None:
+        return refuse("gate_up has no tensor value")
+    if not gate_up.dtype.is_floating_point or gate_up.dim() == 0:
+        return refuse(f"gate_up is a {gate_up.dtype} {gate_up.dim()}-D tensor, not a float tensor")
+    if gate_up.shape[-1] % 2 != 0:
+        return refuse(f"gate_up's last dim {gate_up.shape[-1]} is odd: no two halves")
+    return True
 
 
 def _examples(*shapes):

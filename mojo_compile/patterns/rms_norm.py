@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import match_value, register_pattern, symbolic_scalar, with_signature
+from . import match_value, refuse, register_pattern, symbolic_scalar, with_signature
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -95,18 +95,28 @@ RSTD_SPELLINGS = {"rsqrt": rstd_rsqrt, "pow": rstd_pow}
 def _norm_check(match) -> bool:
     """The op computes what the pattern did only for a float input, a captured eps and a per-column weight."""
     x = match_value(match, "x")
-    if x is None or not x.dtype.is_floating_point or x.dim() == 0:
-        return False
+    if x is None:
+        return refuse("x has no tensor value")
+    if not x.dtype.is_floating_point or x.dim() == 0:
+        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a float tensor with columns")
     if symbolic_scalar(match, "eps") or symbolic_scalar(match, "offset"):
-        return False  # torch.compile(dynamic=True) turns float attributes into graph inputs: eps is not a constant
+        # torch.compile(dynamic=True) turns float attributes into graph inputs: eps is not a constant
+        return refuse("eps / offset is a graph input (dynamic=True), not a constant")
     if "weight" in match.kwargs:
         w = match_value(match, "weight")
-        if w is None or w.dim() != 1 or w.shape[0] != x.shape[-1] or not w.dtype.is_floating_point:
-            return False
+        if w is None:
+            return refuse("weight has no tensor value")
+        if w.dim() != 1 or w.shape[0] != x.shape[-1]:
+            return refuse(f"weight of shape {list(w.shape)} is not one value per column of x {list(x.shape)}")
+        if not w.dtype.is_floating_point:
+            return refuse(f"weight is {w.dtype}, not a float")
     if "residual" in match.kwargs:
         r = match_value(match, "residual")
-        if r is None or r.shape != x.shape or r.dtype != x.dtype:
-            return False
+        if r is None:
+            return refuse("residual has no tensor value")
+        if r.shape != x.shape or r.dtype != x.dtype:
+            return refuse(f"residual {r.dtype}{list(r.shape)} differs from x {x.dtype}{list(x.shape)} "
+                          f"(a broadcast or promoting add)")
     return True
 
 
@@ -167,7 +177,12 @@ register_spellings(residual=False)
 # patterns: canonicalisation writes out ATen's default (the epsilon of the computation type, fp32's for bf16 / fp16).
 def _f_rms_norm_weighted_check(match) -> bool:
     """As any norm, and the weight in x's dtype (F.rms_norm's own rule for a fused, non-promoting result)."""
-    return _norm_check(match) and match_value(match, "weight").dtype == match_value(match, "x").dtype
+    if not _norm_check(match):
+        return False
+    w, x = match_value(match, "weight"), match_value(match, "x")
+    if w.dtype != x.dtype:
+        return refuse(f"weight is {w.dtype} and x {x.dtype}: F.rms_norm then promotes")
+    return True
 
 
 register_pattern(

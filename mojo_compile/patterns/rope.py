@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from . import match_value, needs_grad, register_pattern, symbolic_scalar, with_signature
+from . import match_value, needs_grad, refuse, register_pattern, symbolic_scalar, with_signature
 
 mojo = torch.ops.mojo
 
@@ -44,21 +44,32 @@ def rotate_every_two(x):
 def _rope_check(seq_dim, partial, interleaved):
     def check(match) -> bool:
         q, k, cos, sin = (match_value(match, n) for n in ("q", "k", "cos", "sin"))
-        if any(t is None for t in (q, k, cos, sin)) or q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
-            return False
+        if any(t is None for t in (q, k, cos, sin)):
+            return refuse("q, k, cos or sin has no tensor value")
+        if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
+            return refuse(f"q {q.dim()}-D, k {k.dim()}-D, cos {cos.dim()}-D: the op takes 4-D q, k and 3-D cos")
         if not (q.dtype.is_floating_point and k.dtype.is_floating_point and cos.dtype.is_floating_point):
-            return False
-        if cos.shape != sin.shape or cos.dtype != sin.dtype or needs_grad(match.kwargs["cos"]) \
-                or needs_grad(match.kwargs["sin"]):
-            return False  # the op takes no gradient for cos/sin (a learnable table stays eager's)
+            return refuse(f"q {q.dtype}, k {k.dtype}, cos {cos.dtype}: not all float")
+        if cos.shape != sin.shape or cos.dtype != sin.dtype:
+            return refuse(f"cos {cos.dtype}{list(cos.shape)} and sin {sin.dtype}{list(sin.shape)} differ")
+        if needs_grad(match.kwargs["cos"]) or needs_grad(match.kwargs["sin"]):
+            # the op takes no gradient for cos/sin (a learnable table stays eager's)
+            return refuse("cos / sin need a gradient (a learnable table): the op gives them none")
         head_dim, rotary_dim = q.shape[-1], cos.shape[-1]
-        if k.shape[-1] != head_dim or rotary_dim % 2 or (not partial and rotary_dim != head_dim):
-            return False
+        if k.shape[-1] != head_dim:
+            return refuse(f"q's head dim {head_dim} and k's {k.shape[-1]} differ")
+        if rotary_dim % 2:
+            return refuse(f"the rotary dim {rotary_dim} is odd")
+        if not partial and rotary_dim != head_dim:
+            return refuse(f"the rotary dim {rotary_dim} is not the head dim {head_dim} (a partial rotary)")
         if partial and not 0 < rotary_dim < head_dim:
-            return False
+            return refuse(f"the rotary dim {rotary_dim} is not between 0 and the head dim {head_dim}")
         seq = q.shape[seq_dim]
-        return cos.shape[1] == seq and k.shape[seq_dim] == seq and cos.shape[0] in (1, q.shape[0]) \
-            and k.shape[0] == q.shape[0]
+        if not (cos.shape[1] == seq and k.shape[seq_dim] == seq):
+            return refuse(f"q's {seq} positions, k's {k.shape[seq_dim]} and cos's {cos.shape[1]} differ")
+        if not (cos.shape[0] in (1, q.shape[0]) and k.shape[0] == q.shape[0]):
+            return refuse(f"batch sizes differ: q {q.shape[0]}, k {k.shape[0]}, cos {cos.shape[0]}")
+        return True
     return check
 
 
@@ -105,16 +116,24 @@ for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
 # ------------------------------------------------------------------------------------------- qk-norm + RoPE (stage 2)
 def _qk_check(match) -> bool:
     q, k, qw, kw, cos = (match_value(match, n) for n in ("q", "k", "q_weight", "k_weight", "cos"))
-    if any(t is None for t in (q, k, qw, kw, cos)) or symbolic_scalar(match, "eps") \
-            or symbolic_scalar(match, "offset"):
-        return False
+    if any(t is None for t in (q, k, qw, kw, cos)):
+        return refuse("q, k, a norm weight or cos has no tensor value")
+    if symbolic_scalar(match, "eps") or symbolic_scalar(match, "offset"):
+        return refuse("eps / offset is a graph input (dynamic=True), not a constant")
     if qw.dim() != 1 or kw.dim() != 1:
-        return False
+        return refuse(f"the norm weights are {qw.dim()}-D and {kw.dim()}-D, not one value per column")
     if q.dim() == 3:  # Q3: one weight over the token's H*D
         head_dim = cos.shape[-1]
-        return qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:] and q.shape[-1] % head_dim == 0 \
-            and k.shape[-1] % head_dim == 0
-    return qw.shape[0] == q.shape[-1] and kw.shape[0] == k.shape[-1]
+        if not (qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:]):
+            return refuse(f"the norm weights {list(qw.shape)}, {list(kw.shape)} are not one value per column of "
+                          f"q {list(q.shape)}, k {list(k.shape)}")
+        if not (q.shape[-1] % head_dim == 0 and k.shape[-1] % head_dim == 0):
+            return refuse(f"q's {q.shape[-1]} or k's {k.shape[-1]} columns are not whole heads of {head_dim}")
+        return True
+    if not (qw.shape[0] == q.shape[-1] and kw.shape[0] == k.shape[-1]):
+        return refuse(f"the norm weights {list(qw.shape)}, {list(kw.shape)} are not one value per column of "
+                      f"q {list(q.shape)}, k {list(k.shape)}")
+    return True
 
 
 def _heads(x, head_dim):

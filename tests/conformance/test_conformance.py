@@ -24,7 +24,7 @@ import torch
 
 import mojo_compile
 from conftest import DEVICE
-from families import FAMILIES, build, expected
+from families import FAMILIES, build, expected, near_misses
 
 transformers = pytest.importorskip("transformers")
 
@@ -61,11 +61,15 @@ def padded_batch(batch: int, length: int, side: str):
 
 
 def assert_sites(family: str, attn: str):
-    """The first graph compiled (the forward) holds exactly the family's expected Mojo ops, on ttx on a GPU."""
+    """The first graph compiled (the forward) holds exactly the family's expected Mojo ops, on ttx on a GPU, and a
+    near miss with its closest pattern and reason for each spelling left unfused."""
     report = mojo_compile.last_report()
     assert report.graphs, "nothing compiled"
     forward = report.graphs[0]
     assert dict(forward.counts()) == expected(family, attn), (family, attn, dict(forward.counts()))
+    misses = forward.near_misses
+    assert {m.family for m in misses} == near_misses(family, attn), (family, attn, misses)
+    assert all(m.pattern and m.reason and not m.reason.startswith("could not explain") for m in misses), misses
     if ON_GPU:
         assert {s.target for s in forward.sites} == {"ttx"}, {s.target for s in forward.sites}
 

@@ -1,0 +1,150 @@
+"""mojo_compile.debug: verify, bisect and diff as an API. A subtly wrong user pattern (the tanh approximation of
+GELU for the exact one; an RMSNorm replacement with a burned-in eps) must be named; a correct model must pass."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import mojo_compile
+from mojo_compile import debug
+from conftest import DEVICE, KERNEL_TARGET_OK
+
+EAGER = {"inner_compiler": "eager", "target": "torch"}
+
+
+class Block(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.norm = nn.RMSNorm(d, eps=1e-5)
+        self.up, self.down = nn.Linear(d, 64), nn.Linear(64, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(x)
+
+
+@pytest.fixture
+def wrong_gelu():
+    mojo_compile.register_pattern("user.gelu_tanh", lambda x: F.gelu(x), lambda x: F.gelu(x, approximate="tanh"),
+                                  (torch.randn(4, 8),), family="user_gelu", priority=50)
+    yield "user.gelu_tanh"
+    mojo_compile.unregister_pattern("user.gelu_tanh")
+
+
+def gemma_norm(x, w, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+
+@pytest.fixture
+def burned_in_eps():
+    """A Gemma-style norm replaced by the Mojo op with eps written in, not captured: right only for eps = 1e-6."""
+    mojo_compile.register_pattern(
+        "user.gemma_norm", gemma_norm,
+        lambda x, w, eps: torch.ops.mojo.rms_norm(x, w, 1e-6, 1.0, "output")[0],
+        (torch.randn(4, 8), torch.randn(8)), scalars={"eps": 0.0625}, family="user_norm", priority=50)
+    yield "user.gemma_norm"
+    mojo_compile.unregister_pattern("user.gemma_norm")
+
+
+class GemmaNorm(nn.Module):
+    def __init__(self, d=32, eps=1e-2):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(0.1 * torch.randn(d)), eps
+
+    def forward(self, x):
+        return gemma_norm(x, self.weight, self.eps)
+
+
+class NormModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = GemmaNorm()
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x):
+        return self.proj(self.pre(x))
+
+
+def test_verify_passes_a_correct_model_with_every_site_and_the_graph():
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    result = debug.verify(model, x, options=EAGER)
+    assert result.ok, result.table()
+    assert {(c.site, c.pattern) for c in result.checks} >= {("block.norm", "rms_norm.F_rms_norm"),
+                                                            ("(graph)", "-")}
+    assert "rule: err fp64 <= bound" in result.table()
+
+
+def test_verify_names_a_wrong_user_pattern_without_a_mojo_op(wrong_gelu):
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    result = debug.verify(model, x, options=EAGER)
+    assert not result.ok
+    bad = {(c.site, c.pattern) for c in result.failures}
+    assert ("block", wrong_gelu) in bad and ("(graph)", "-") in bad, result.table()
+    assert all(c.ok for c in result.checks if c.pattern == "rms_norm.F_rms_norm")  # the right site is not blamed
+
+
+def test_verify_names_a_wrong_mojo_op_replacement_and_its_gradient(burned_in_eps):
+    model, x = NormModel().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    result = debug.verify(model, x, grad=True, options=EAGER)
+    bad = [c for c in result.failures if c.site != "(graph)"]
+    assert bad and all(c.site == "pre" and c.pattern == burned_in_eps and c.op == "mojo.rms_norm" for c in bad)
+    assert {c.what for c in bad} >= {"out 0"} and any(c.what.startswith("grad") for c in bad), result.table()
+
+
+def test_verify_bf16_gradients_of_a_correct_model_pass():
+    model = Model().to(DEVICE, torch.bfloat16)
+    result = debug.verify(model, torch.randn(2, 7, 32, device=DEVICE, dtype=torch.bfloat16), grad=True,
+                          options=EAGER)
+    assert result.ok, result.table()
+    assert any(c.what.startswith("grad") for c in result.checks)
+
+
+@pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs a GPU or TRITON_INTERPRET=1")
+def test_verify_on_ttx_kernels():
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    result = debug.verify(model, x, grad=True, options={"inner_compiler": "eager", "target": "ttx"})
+    assert result.ok, result.table()
+    assert any(c.target == "ttx" for c in result.checks)
+
+
+def test_bisect_finds_the_wrong_pattern_then_its_site(wrong_gelu):
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    results = debug.bisect(model, x, options=EAGER)
+    assert len(results) == 1 and results[0].differs and results[0].pattern == wrong_gelu
+    assert [c.site for c in results[0].sites] == ["block"]
+    assert "culprit pattern: user.gelu_tanh" in results[0].text()
+
+
+def test_bisect_finds_nothing_in_a_correct_model():
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    assert debug.bisect(model, x, options=EAGER) == []
+
+
+def test_diff_shows_the_rewrite_in_pre_dispatch_aten():
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    (text,) = debug.diff(model, x, options=EAGER)
+    assert "-    rms_norm = torch.ops.aten.rms_norm.default" in text
+    assert "+" in text and "torch.ops.mojo.rms_norm.default" in text
+
+
+def test_watching_leaves_the_users_inputs_and_outputs_alone():
+    """The checks run the graph on copies of what it writes in place (a cache); the user's call is unchanged."""
+    def step(x, cache):
+        cache.add_(1.0)
+        return gemma_norm(x, torch.zeros(x.shape[-1], device=x.device), 1e-6) + cache
+
+    x, cache = torch.randn(4, 16, device=DEVICE), torch.randn(4, 16, device=DEVICE)
+    expected_cache = cache + 1.0
+    expected = step(x, cache.clone())
+    with debug.watching() as watcher:
+        got = torch.compile(step, backend="mojo", options=EAGER)(x, cache)
+    assert torch.equal(cache, expected_cache) and torch.equal(got, expected)
+    assert watcher.verification.ok, watcher.verification.table()

@@ -1,0 +1,218 @@
+"""The report is a snapshot with distinct compile ids and named sources; the pattern registry refuses duplicates,
+unknown names and bad priorities; options that cannot work are OptionErrors, raised as themselves."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import mojo_compile
+from mojo_compile import patterns
+from conftest import DEVICE
+from test_patterns import Llama
+
+EAGER_TORCH = {"inner_compiler": "eager", "target": "torch"}
+mojo = torch.ops.mojo
+
+
+def compiled(module, **options):
+    return torch.compile(module, backend="mojo", options={**EAGER_TORCH, **options})
+
+
+def x_bf16(n=32):
+    return torch.randn(4, n, device=DEVICE, dtype=torch.bfloat16)
+
+
+@pytest.fixture
+def registry():
+    """Restore the registry (contents and order) after a test that changes it."""
+    saved, builtin = dict(patterns._PATTERNS), set(patterns._BUILTIN_NAMES)
+    yield
+    for name, pattern in patterns._PATTERNS.items():
+        if saved.get(name) is not pattern:  # its traces must not make a later registration look like a duplicate
+            patterns._forget_traces(pattern)
+    patterns._PATTERNS.clear()
+    patterns._PATTERNS.update(saved)
+    patterns._BUILTIN_NAMES.clear()
+    patterns._BUILTIN_NAMES.update(builtin)
+
+
+# ------------------------------------------------------------------------------------------------------ report
+def test_last_report_is_a_snapshot():
+    norm = Llama(32).to(DEVICE, torch.bfloat16)
+    compiled(norm)(x_bf16())
+    first = mojo_compile.last_report()
+    assert first.counts() == {"mojo.rms_norm": 1}
+    first.graphs[0].sites.clear()  # changing the snapshot leaves the record alone
+    first.graphs.clear()
+    assert mojo_compile.last_report().counts() == {"mojo.rms_norm": 1}
+
+    first = mojo_compile.last_report()
+    compiled(Llama(64).to(DEVICE, torch.bfloat16))(x_bf16(64))  # a later compile
+    assert len(first.graphs) == 1 and len(mojo_compile.last_report().graphs) == 2
+    mojo_compile.reset_report()
+    assert len(first.graphs) == 1 and first.counts() == {"mojo.rms_norm": 1}
+    assert mojo_compile.last_report().graphs == []
+
+
+def test_compile_ids_stay_distinct_after_dynamo_reset(tmp_path):
+    norm = Llama(32).to(DEVICE, torch.bfloat16)
+    compiled(norm, dump_dir=str(tmp_path))(x_bf16())
+    torch._dynamo.reset()  # Dynamo numbers frames from 0 again
+    compiled(norm, dump_dir=str(tmp_path))(x_bf16())
+    ids = [g.compile_id for g in mojo_compile.last_report().graphs]
+    assert ids == ["0/0", "0/0#2"]
+    assert mojo_compile.last_report().table().count("graph 0/0") == 2
+    # after reset_report() the ids start over, but this process's dumps are never overwritten
+    mojo_compile.reset_report()
+    torch._dynamo.reset()
+    compiled(norm, dump_dir=str(tmp_path))(x_bf16())
+    assert [g.compile_id for g in mojo_compile.last_report().graphs] == ["0/0"]
+    stems = sorted({name.split(".")[0] for name in os.listdir(tmp_path)})
+    assert stems == ["graph_0_0", "graph_0_0-2", "graph_0_0-3"], stems
+    assert "graph 0/0#2" in (tmp_path / "graph_0_0-2.report.txt").read_text()
+
+
+def test_root_module_sites_are_named():
+    class MyNorm(Llama):  # inherits Llama.forward: named after the module compiled
+        pass
+
+    compiled(MyNorm(32).to(DEVICE, torch.bfloat16))(x_bf16())
+    report = mojo_compile.last_report()
+    assert [s.source for s in report.sites] == ["<root: MyNorm>"]
+    table = report.table()
+    assert "<root: MyNorm>" in table and "?" not in table
+
+    def llama_norm(x, w):
+        h = x.float()
+        return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+    mojo_compile.reset_report()
+    compiled(llama_norm)(x_bf16(), torch.randn(32, device=DEVICE, dtype=torch.bfloat16))
+    assert [s.source for s in mojo_compile.last_report().sites] == ["<root: llama_norm>"]
+
+
+# ---------------------------------------------------------------------------------------------------- registry
+def _half_norm(scale):
+    def search(x, eps):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * 0.5).to(x.dtype)
+
+    def replace(x, eps):
+        return (mojo.rms_norm(x, None, eps, 0.0, "output")[0].float() * scale).to(x.dtype)
+
+    return search, replace
+
+
+def test_duplicate_names_need_replace(registry):
+    search, replace = _half_norm(0.5)
+    examples = [(torch.randn(2, 8, dtype=torch.bfloat16),)]
+    mojo_compile.register_pattern("user.half_norm", search, replace, examples, scalars={"eps": 1.2345e-3},
+                                  priority=100)
+    with pytest.raises(mojo_compile.PatternError, match="'user.half_norm' is already registered.*replace=True"):
+        mojo_compile.register_pattern("user.half_norm", search, replace, examples, scalars={"eps": 1.2345e-3})
+    with pytest.raises(mojo_compile.PatternError, match=r"'rms_norm.llama' is already registered \(built-in\)"):
+        mojo_compile.register_pattern("rms_norm.llama", search, replace, examples, scalars={"eps": 1.2345e-3})
+    # replace=True: the same search with another replacement takes over (not skipped as a duplicate trace)
+    search2, replace2 = _half_norm(0.25)
+    mojo_compile.register_pattern("user.half_norm", search2, replace2, examples, scalars={"eps": 1.2345e-3},
+                                  priority=100, replace=True)
+    x = torch.randn(3, 64, device=DEVICE, dtype=torch.bfloat16)
+    out = compiled(lambda x: search(x, 1e-5))(x)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["user.half_norm"]
+    torch.testing.assert_close(out, search(x, 1e-5) * 0.5)  # the new replacement's scale 0.25 (vs 0.5)
+
+
+def test_unregister(registry):
+    with pytest.raises(mojo_compile.PatternError, match=r"no pattern named 'rms_norm.lama'.*'rms_norm.llama'"):
+        mojo_compile.unregister_pattern("rms_norm.lama")
+    removed = mojo_compile.unregister_pattern("rms_norm.llama")
+    assert removed.name == "rms_norm.llama"
+    assert "rms_norm.llama" not in {p.name for p in mojo_compile.registered_patterns()}
+    compiled(Llama(32).to(DEVICE, torch.bfloat16))(x_bf16())
+    assert "rms_norm.llama" not in [s.pattern for s in mojo_compile.last_report().sites]
+
+
+FRESH_PROCESS = {
+    "register": """
+        try:
+            mojo_compile.register_pattern("rms_norm.llama", lambda x: x * 2, lambda x: x * 3, (torch.randn(2),))
+            raise SystemExit("no error for a built-in's name")
+        except mojo_compile.PatternError as e:
+            assert "already registered (built-in)" in str(e), e
+    """,
+    "unregister": """
+        mojo_compile.unregister_pattern("rms_norm.llama")
+        def norm(x, w):
+            h = x.float()
+            return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        torch.compile(norm, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(
+            torch.randn(4, 32, dtype=torch.bfloat16), torch.randn(32, dtype=torch.bfloat16))
+        assert "rms_norm.llama" not in {p.name for p in mojo_compile.registered_patterns()}
+        assert "rms_norm.llama" not in [s.pattern for s in mojo_compile.last_report().sites]
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(FRESH_PROCESS))
+def test_builtin_names_before_the_builtins_load(case):
+    """In a fresh process nothing has loaded the built-ins yet: a built-in's name is taken all the same, and
+    unregistering a built-in lasts through the first compile (which loads the built-ins)."""
+    code = "import torch, mojo_compile\n" \
+           "from mojo_compile import patterns\n" \
+           "assert patterns._load_builtins.cache_info().currsize == 0, 'built-ins already loaded'\n" \
+           + textwrap.dedent(FRESH_PROCESS[case]) + "print('ok')\n"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:] + done.stdout[-1000:]
+
+
+@pytest.mark.parametrize("priority", [True, 1.5, "1", 1001, -1001, None])
+def test_priority_is_validated(priority, registry):
+    with pytest.raises(mojo_compile.PatternError, match="priority must be an int from -1000 to 1000"):
+        mojo_compile.register_pattern("user.p", lambda x: x * 2, lambda x: x * 3, (torch.randn(2),),
+                                      priority=priority, lazy=True)
+    assert mojo_compile.register_pattern("user.p", lambda x: x * 2, lambda x: x * 3, (torch.randn(2),),
+                                         priority=-1000, lazy=True).priority == -1000
+
+
+# ----------------------------------------------------------------------------------------------------- options
+def test_disable_entries_must_match_something(monkeypatch):
+    with pytest.raises(mojo_compile.OptionError, match=r"disable entry 'rms_nrom' .* did you mean 'rms_norm'"):
+        mojo_compile.Options.parse(options={"disable": ["rms_nrom"]})
+    with pytest.raises(mojo_compile.OptionError, match=r"'rms_norm.gema\*' .* did you mean 'rms_norm.gemma"):
+        mojo_compile.Options.parse(options={"disable": "rms_norm.gema*"})
+    monkeypatch.setenv("MOJO_DISABLE", "rms_norm,no_such_family")
+    with pytest.raises(mojo_compile.OptionError, match="'no_such_family'"):
+        mojo_compile.Options.parse()
+    monkeypatch.delenv("MOJO_DISABLE")
+    ok = mojo_compile.Options.parse(options={"disable": ["add_rms_norm", "rms_norm.gemma*", "attention.sdpa.*"]})
+    assert ok.disable == ("add_rms_norm", "rms_norm.gemma*", "attention.sdpa.*")
+    with pytest.raises(mojo_compile.OptionError, match="did you mean 'gated_act'"):  # through torch.compile too
+        compiled(Llama(32).to(DEVICE, torch.bfloat16), disable=["gated_atc"])(x_bf16())
+
+
+def test_bad_dump_dir_is_an_option_error(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    with pytest.raises(mojo_compile.OptionError, match="exists and is not a directory"):
+        mojo_compile.Options.parse(options={"dump_dir": str(a_file)})
+    with pytest.raises(mojo_compile.OptionError, match="cannot be created"):
+        mojo_compile.Options.parse(options={"dump_dir": str(a_file / "sub" / "dir")})
+    assert mojo_compile.Options.parse(options={"dump_dir": str(tmp_path / "new" / "dir")}).dump_dir
+    assert not (tmp_path / "new").exists()  # created at the first dump, not when parsed
+
+
+def test_option_errors_reach_the_caller_as_themselves():
+    def fn(x):
+        return x.sin() + 1
+
+    with pytest.raises(mojo_compile.OptionError) as info:
+        torch.compile(fn, backend="mojo", options={"target": "nope"})(torch.randn(3, device=DEVICE))
+    message = str(info.value)
+    assert message.startswith("unknown mojo target 'nope'")
+    for noise in ("report", "PyTorch", "TORCHDYNAMO_VERBOSE", "backend='mojo' raised", "from user code"):
+        assert noise not in message, message
+    assert isinstance(info.value, ValueError)
