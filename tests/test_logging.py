@@ -21,6 +21,7 @@ EPS = 1e-6
 SCRIPT = """
 import torch
 from torch import nn
+import mojo_compile  # backend="mojo" without the installed entry point (the GPU machine runs from the tree)
 
 class RMSNorm(nn.Module):
     def __init__(self, n):
