@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import mojo_compile  # noqa: F401  (registers the `mojo` log)
+from test_patterns import Llama as RMSNorm  # the Llama spelling: rms_norm.llama
 
 ROOT = Path(__file__).resolve().parents[1]
-EPS = 1e-6
 
 SCRIPT = """
 import torch
@@ -42,19 +41,6 @@ PROBE = """
 import mojo_compile.logs
 mojo_compile.logs.artifact("mojo_probe", "string", lambda: print("payload built") or "")
 """
-
-
-class RMSNorm(nn.Module):  # tests/test_patterns.py Llama
-    def __init__(self, n):
-        super().__init__()
-        self.weight = nn.Parameter(1 + 0.1 * torch.randn(n))
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.to(torch.float32)
-        variance = x.pow(2).mean(-1, keepdim=True)
-        x = x * torch.rsqrt(variance + EPS)
-        return self.weight * x.to(dtype)
 
 
 class _Records(logging.Handler):
