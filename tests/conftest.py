@@ -11,6 +11,16 @@ if not torch.cuda.is_available():
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNEL_TARGET_OK = DEVICE == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+# The targets the adversarial suites run: the torch reference and ttx with the eager inner compiler, and the torch
+# reference under Inductor ("torch+inductor", the default inner compiler; slow on the CPU, so a chosen subset).
+TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+WITH_INDUCTOR = TARGETS + ["torch+inductor"]
+
+
+def mojo_options(target: str) -> dict:
+    """backend options for a target as the adversarial tests name it: "torch", "ttx", "torch+inductor"."""
+    name, _, inner = target.partition("+")
+    return {"target": name, "inner_compiler": inner or "eager"}
 
 
 @pytest.fixture(autouse=True)

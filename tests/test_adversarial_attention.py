@@ -5,20 +5,18 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
-
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+from conftest import DEVICE, TARGETS, WITH_INDUCTOR, mojo_options
 
 
 def compiled(fn, target, **kw):
-    return torch.compile(fn, backend="mojo", options={"inner_compiler": "eager", "target": target}, **kw)
+    return torch.compile(fn, backend="mojo", options=mojo_options(target), **kw)
 
 
 def sdpa_causal(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("s_q,s_kv", [(3, 5), (1, 6), (5, 3)])
 def test_sdpa_is_causal_with_unequal_lengths_is_torchs_top_left(s_q, s_kv, target):
     """torch aligns is_causal top-left (query i sees keys <= i); the op's causal is bottom-right: they differ
@@ -54,7 +52,7 @@ def scores_plus_bool(q, k, v, mask):
     return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 def test_bool_mask_added_to_scores_adds_zero_or_one(target):
     """`scores + bool_mask` adds 0 / 1 in eager: not an attend-mask, so not fused (let alone proven causal)."""
     q, k, v = (torch.randn(1, 2, 6, 8, device=DEVICE) for _ in range(3))
@@ -64,7 +62,7 @@ def test_bool_mask_added_to_scores_adds_zero_or_one(target):
     torch.testing.assert_close(got, scores_plus_bool(q, k, v, mask))
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_value_head_size_differs(causal, target):
     """SDPA takes v with another head size than q and k (MLA-style); the op does not: no crash, eager's numbers."""
@@ -90,7 +88,7 @@ class LearnedBias(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 def test_learnable_mask_keeps_its_gradient(target):
     """The op gives the mask no gradient: a mask that needs one is not fused (the check reads the graph inputs'
     requires_grad, which the pre-dispatch trace's fake values drop), and its gradient is eager's."""
@@ -118,7 +116,7 @@ def test_detached_bias_still_fuses(target):
     torch.testing.assert_close(got, fn(q, k, v), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("ambient", [False, True])
 def test_autocast_gives_the_autocast_dtype(ambient, target):
     """Under torch.autocast SDPA computes in the autocast dtype (its inputs are cast): so does the op, whether the

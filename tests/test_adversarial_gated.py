@@ -6,9 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
-
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+from conftest import DEVICE, WITH_INDUCTOR, mojo_options
 GATED = ("mojo.gated_act", "mojo.gated_act_fused")
 
 
@@ -50,22 +48,25 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("name", list(CASES))
 def test_gated_near_misses(name, dtype, target):
+    if target == "torch+inductor" and dtype == torch.bfloat16:
+        pytest.skip("Inductor on the CPU compiles slowly: the matching is dtype-blind there, fp32 covers it")
     fn, may_fuse = CASES[name]
     x = torch.randn(4, 6, 32, device=DEVICE).to(dtype)
     wg, wu = (0.2 * torch.randn(24, 32, device=DEVICE)).to(dtype), (0.2 * torch.randn(24, 32, device=DEVICE)).to(dtype)
     expected = fn(x, wg, wu)
-    got = torch.compile(fn, backend="mojo", options={"inner_compiler": "eager", "target": target})(x, wg, wu)
+    got = torch.compile(fn, backend="mojo", options=mojo_options(target))(x, wg, wu)
     counts = mojo_compile.last_report().counts()
     if not may_fuse:
         assert not any(op in counts for op in GATED), counts
-    if target == "torch":  # the reference is the spelling itself
+    if target == "torch":  # the reference is the spelling itself (eager inner compiler)
         assert torch.equal(got, expected)
         return
-    # ttx: the interpreter's (numpy's) tanh / erf differ from torch's in the last bits, so against fp64: as
+    # ttx: the interpreter's (numpy's) tanh / erf differ from torch's in the last bits; Inductor fuses the
+    # reference into kernels of its own; so against fp64: as
     # accurate as eager (2x for another order of the same fp32 arithmetic; the floor is the dtype's resolution
     # near zero error, as in the conformance suite)
     exact = fn(x.double(), wg.double(), wu.double())

@@ -7,9 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
-
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+from conftest import DEVICE, TARGETS, WITH_INDUCTOR, mojo_options
 H = 64
 
 
@@ -118,16 +116,20 @@ def sum_written_after_norm(x, r, w):
     return y, h
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_sum_written_in_place_after_the_norm(dtype, target):
     """The add + norm op saves its sum for the backward; a sum the model then writes in place stays eager's.
-    Values as eager's, no error (with inputs that require grad, where the saved sum would be stale)."""
+    Values as eager's, no error (with inputs that require grad, where the saved sum would be stale). Under Inductor
+    the norm of the sum is refused too: the op would save the sum, which AOTAutograd's joint trace then finds
+    written."""
+    if target == "torch+inductor" and dtype == torch.float32:
+        pytest.skip("backend='inductor' alone fails here: in fp32 `h.float()` is h, which eager's pow saves")
     x = torch.randn(3, H, device=DEVICE, dtype=dtype, requires_grad=True)
     r = torch.randn(3, H, device=DEVICE, dtype=dtype)
     w = (1 + 0.1 * torch.randn(H, device=DEVICE)).to(dtype).requires_grad_()
     y, h = torch.compile(sum_written_after_norm, backend="mojo",
-                         options={"inner_compiler": "eager", "target": target})(x, r, w)
+                         options=mojo_options(target))(x, r, w)
     assert "mojo.add_rms_norm" not in mojo_compile.last_report().counts()
     y_ref, h_ref = sum_written_after_norm(x, r, w)
     torch.testing.assert_close(y, y_ref)

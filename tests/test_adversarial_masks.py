@@ -6,15 +6,14 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, WITH_INDUCTOR, mojo_options
 
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+TARGETS = WITH_INDUCTOR  # every prover case also through Inductor
 B, H, S, D = 2, 2, 7, 8
 
 
 def compiled(fn, target, dynamic):
-    return torch.compile(fn, backend="mojo", dynamic=dynamic,
-                         options={"inner_compiler": "eager", "target": target})
+    return torch.compile(fn, backend="mojo", dynamic=dynamic, options=mojo_options(target))
 
 
 def qkv():

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, WITH_INDUCTOR, mojo_options
 from test_adversarial_kwargs import rope_alpha
 
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
+TARGETS = WITH_INDUCTOR  # both classes also through Inductor
 
 
 class LearnedRotary(torch.nn.Module):
@@ -26,7 +26,7 @@ class LearnedRotary(torch.nn.Module):
 def test_learnable_rotary_table_keeps_its_gradient(target):
     module = LearnedRotary().to(DEVICE)
     q, k = torch.randn(2, 4, 5, 16, device=DEVICE), torch.randn(2, 2, 5, 16, device=DEVICE)
-    out = torch.compile(module, backend="mojo", options={"inner_compiler": "eager", "target": target})(q, k)
+    out = torch.compile(module, backend="mojo", options=mojo_options(target))(q, k)
     assert "mojo.rope" not in mojo_compile.last_report().counts()
     (out[0].sum() + out[1].square().sum()).backward()
     got = module.cos.grad.clone()
@@ -69,7 +69,7 @@ def test_rope_of_q_written_before_k_is_projected(partial, target):
     rot = 8 if partial else 16
     x = torch.randn(2, 5, 64, device=DEVICE)
     cos, sin = torch.randn(2, 5, rot, device=DEVICE), torch.randn(2, 5, rot, device=DEVICE)
-    got = torch.compile(module, backend="mojo", options={"inner_compiler": "eager", "target": target})(x, cos, sin)
+    got = torch.compile(module, backend="mojo", options=mojo_options(target))(x, cos, sin)
     assert mojo_compile.last_report().counts() == {"mojo.rope": 1}
     for g, e in zip(got, module(x, cos, sin)):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-5)  # fp32 either way; the kernel may round in one step

@@ -288,14 +288,53 @@ def unmodelled_kwarg(match) -> Optional[str]:
 
 
 def _written_later(match) -> Optional[str]:
-    """A matched output that an in-place op writes afterwards (`h = x + r; y = norm(h); h.mul_(2)`): the Mojo op
-    saves some outputs for its backward, where eager saved a copy, so leave such a site to eager."""
+    """A matched output that an in-place op writes afterwards (`h = x + r; y = norm(h); h.mul_(2)`), or an input the
+    matched code reads that one writes after the match (`y = norm(h); h.mul_(2)`): the Mojo op saves its inputs and
+    some outputs for its backward, where eager's ops saved copies of their own, and AOTAutograd refuses a saved
+    tensor written in place. Leave such a site to eager. (A write before the match -- StaticCache's index_copy_
+    into the cache attention then reads -- is no conflict.)"""
     from ..canonicalize import _touched_by_mutation
 
     for out in match.output_nodes():
         if isinstance(out, Node) and _touched_by_mutation(out):
             return f"{out.name} is written in place later"
+    inputs = [v for v in match.kwargs.values() if isinstance(v, Node) and _touched_by_mutation(v)]
+    if not inputs:
+        return None
+    graph = match.nodes[0].graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    last = max(order[n] for n in match.nodes if n in order)
+    for node in graph.nodes:
+        if order[node] <= last or node.op != "call_function":
+            continue
+        for written in _written_by(node):
+            for v in inputs:
+                if _alias_root(written) is _alias_root(v):
+                    return f"{v.name}, an input, is written in place after it is read ({node.format_node()})"
     return None
+
+
+def _written_by(node: Node) -> list:
+    """The tensor arguments an in-place op writes (by its schema)."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.is_mutable or node.target is torch.ops.aten.detach_.default:
+        return []
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            if isinstance(value, Node):
+                out.append(value)
+    return out
+
+
+def _alias_root(node: Node) -> Node:
+    """The tensor `node` is a view of, through every view (itself if none): two nodes alias if their roots agree."""
+    from ..canonicalize import _view_base
+
+    while _view_base(node) is not None:
+        node = _view_base(node)
+    return node
 
 
 def _is_schema_default(target, key: str, value) -> bool:
