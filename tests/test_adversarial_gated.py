@@ -53,7 +53,8 @@ CASES = {
 @pytest.mark.parametrize("name", list(CASES))
 def test_gated_near_misses(name, dtype, target):
     if target == "torch+inductor" and dtype == torch.bfloat16:
-        pytest.skip("Inductor on the CPU compiles slowly: the matching is dtype-blind there, fp32 covers it")
+        pytest.skip("the Inductor cases run in fp32 only (Inductor compiles slowly in CI; the matching does not "
+                    "depend on the inner compiler, the bf16 numbers are checked with the eager one)")
     fn, may_fuse = CASES[name]
     x = torch.randn(4, 6, 32, device=DEVICE).to(dtype)
     wg, wu = (0.2 * torch.randn(24, 32, device=DEVICE)).to(dtype), (0.2 * torch.randn(24, 32, device=DEVICE)).to(dtype)
