@@ -147,4 +147,6 @@ def test_watching_leaves_the_users_inputs_and_outputs_alone():
     with debug.watching() as watcher:
         got = torch.compile(step, backend="mojo", options=EAGER)(x, cache)
     assert torch.equal(cache, expected_cache) and torch.equal(got, expected)
+    checked = {(c.site, c.pattern) for c in watcher.verification.checks}
+    assert {("(graph)", "-"), ("<root: step>", "rms_norm.gemma")} <= checked, checked  # the checks did run
     assert watcher.verification.ok, watcher.verification.table()
