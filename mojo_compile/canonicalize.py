@@ -149,6 +149,25 @@ def _rms_norm_default_eps(node: Node) -> Optional[Node]:
                                                                 torch.finfo(compute).eps))
 
 
+def _all_arguments(node: Node) -> Optional[Node]:
+    """An op with its schema's defaults written out, every argument positional (`F.cross_entropy(x, t)` traces to
+    `cross_entropy_loss(x, t)`, with ignore_index=5 to `cross_entropy_loss(x, t, None, 1, 5)`): one pattern then
+    covers every spelling and captures each argument where it stands. The same call."""
+    schema = node.target._schema
+    if len(node.args) == len(schema.arguments) and not node.kwargs:
+        return None
+    values = list(node.args)
+    for argument in schema.arguments[len(node.args):]:
+        if argument.name in node.kwargs:
+            values.append(node.kwargs[argument.name])
+        elif argument.has_default_value():
+            values.append(argument.default_value)
+        else:
+            return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(node.target, tuple(values))
+
+
 # Elementwise ops of one tensor (other operands Python scalars): they commute with putting a size-1 dim back.
 _UNARY_POINTWISE = {aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.neg.default,
                     aten.pow.Tensor_Scalar, aten.to.dtype}
@@ -233,6 +252,7 @@ RULES: dict = {
     aten.rms_norm.default: _rms_norm_default_eps,
     aten.unsqueeze.default: _unsqueezed_mean,
     aten.mean.dim: _mean_dims_from_the_end,
+    aten.cross_entropy_loss.default: _all_arguments,
 }
 
 

@@ -1,6 +1,6 @@
-"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm, RoPE (qk-norm + RoPE) and
-gated-MLP site fused (exact per-layer sites), logits and the gradient of every parameter equal to eager within
-stated bounds."""
+"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm, RoPE (qk-norm + RoPE),
+gated-MLP and (with labels) loss site fused (exact per-layer sites), logits and the gradient of every parameter
+equal to eager within stated bounds."""
 import copy
 
 import pytest
@@ -37,11 +37,18 @@ def build(family, dtype):
     return model.to(DEVICE, dtype).eval()
 
 
-def sites(family):
-    """The expected fused sites, in graph order: (module path, op)."""
+CAUSAL_LM = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM",
+             "olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM",
+             "gpt_neox": "GPTNeoXForCausalLM"}
+
+
+def sites(family, labels=False):
+    """The expected fused sites, in graph order: (module path, op). With labels, the loss (HF's ForCausalLMLoss, in
+    the model's own forward) ends the graph."""
+    loss = [(f"<root: {CAUSAL_LM[family]}>", "mojo.cross_entropy")] if labels else []
     add, rms = "mojo.add_rms_norm", "mojo.rms_norm"
     if family == "gpt_neox":  # LayerNorm, non-gated MLP: only the (partial) rotary embedding
-        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)]
+        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)] + loss
     out = []
     for i in range(LAYERS):
         p = f"model.layers.{i}."
@@ -51,7 +58,7 @@ def sites(family):
             out += [attention, (p + "post_attention_layernorm", rms), mlp, (p + "post_feedforward_layernorm", rms)]
             continue
         out += [(p + "input_layernorm", rms if i == 0 else add), attention, (p + "post_attention_layernorm", add), mlp]
-    return out + [("model.norm", add)]
+    return out + [("model.norm", add)] + loss
 
 
 def dynamo_eager(model):
@@ -88,7 +95,7 @@ def test_logits_and_every_gradient(family, target):
     out = compile_mojo(model, target)(input_ids=ids, labels=ids)
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family)
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family, labels=True)
     assert {s.target for s in mojo_compile.last_report().sites} == {target}
 
     model.zero_grad()
@@ -113,7 +120,7 @@ def test_fp32_model(family):
     out = compile_mojo(model, target)(input_ids=ids, labels=ids)
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family)
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family, labels=True)
     model.zero_grad()
     ref = dynamo_eager(model)(input_ids=ids, labels=ids)
     ref.loss.backward()
@@ -159,7 +166,7 @@ def test_inductor_inner_compiler():
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert mojo_compile.last_report().graphs[0].inner_compiler == "inductor"
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites("qwen3")
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites("qwen3", labels=True)
     model.zero_grad()
     ref = model(input_ids=ids, labels=ids)
     ref.loss.backward()

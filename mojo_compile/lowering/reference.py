@@ -266,10 +266,76 @@ def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, 
             grad_sinks)
 
 
+# ------------------------------------------------------------------------------------------------ cross entropy
+CHUNK_ELEMENTS = 1 << 24  # fp32 temporaries per chunk of rows (64 MB), where the sizes are static
+
+
+def _row_chunks(*row_tensors):
+    """The tensors (first dim N) split in chunks of rows, so that a [rows, V] fp32 temporary stays at most
+    CHUNK_ELEMENTS; one chunk where N or V is symbolic (Inductor fuses the fp32 math there anyway)."""
+    n, v = row_tensors[0].shape[0], row_tensors[0].shape[-1]
+    if not (isinstance(n, int) and isinstance(v, int)) or n * v <= CHUNK_ELEMENTS:
+        return [row_tensors]
+    rows = max(1, CHUNK_ELEMENTS // max(v, 1))
+    return list(zip(*(t.split(rows) for t in row_tensors)))
+
+
+def cross_entropy_rows(labels, ignore_index, n_classes):
+    """(ignored, bad) per row: the label is ignore_index; the label is neither that nor a class in [0, V)."""
+    ignored = labels == ignore_index
+    return ignored, ~ignored & ((labels < 0) | (labels >= n_classes))
+
+
+def cross_entropy_reduce(row_loss, labels, ignore_index, reduction):
+    """The per-row losses (fp32, 0 on ignored rows) reduced as torch does: deterministic torch ops."""
+    if reduction == "none":
+        return row_loss
+    total = row_loss.sum()
+    if reduction == "sum":
+        return total
+    return total / (labels != ignore_index).sum().to(torch.float32)  # 0 / 0 = NaN when every row is ignored
+
+
+def cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, n_classes):
+    """(a, b), fp32 [N]: dlogits[i, j] = softmax(logits)[i, j] * a[i] - (j == labels[i]) * b[i]. b is the loss's
+    gradient per row (0 on ignored rows, NaN on rows with a label out of range), a adds the gradient of lse."""
+    ignored, bad = cross_entropy_rows(labels, ignore_index, n_classes)
+    g = grad_loss.float()
+    if reduction == "mean":
+        g = g / (~ignored).sum().to(torch.float32)
+    g = torch.where(ignored, 0.0, torch.where(bad, float("nan"), g.expand(labels.shape)))
+    return (g if grad_lse is None else g + grad_lse.float()), g
+
+
+def cross_entropy(logits, labels, ignore_index, reduction):
+    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
+    bounds; a row with a bad label is NaN)."""
+    v = logits.shape[1]
+    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in _row_chunks(logits)])
+    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
+    picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
+    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
+
+
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    """(softmax - onehot) * g in fp32, per chunk of rows, rounded once to the logits' dtype."""
+    v = logits.shape[1]
+    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    cols = torch.arange(v, device=logits.device)
+    parts = []
+    for x, t, s, a_rows, b_rows in _row_chunks(logits, labels, lse, a, b):
+        pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+        d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
+        parts.append(d.to(logits.dtype))
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+
+
 def _traceable(*args) -> bool:
     return True
 
 
 TABLE = {fn.__name__: Impl(fn, traceable=_traceable) for fn in (
     rms_norm, add_rms_norm, rms_norm_backward, gated_act, gated_act_fused, gated_act_backward, gated_act_fused_backward,
-    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward)}
+    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward, cross_entropy,
+    cross_entropy_backward)}

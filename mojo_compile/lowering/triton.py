@@ -9,11 +9,12 @@ import torch
 from .. import tuner
 from ..kernels import attention as attn_kernels
 from ..kernels import attention_decode as attn_decode_kernels
+from ..kernels import cross_entropy as ce_kernels
 from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
-from . import log_once
+from . import log_once, reference
 from .table import Impl
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -355,6 +356,47 @@ def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scal
     return _traceable(q, k, v, mask, q_pos, sinks) and choice not in SDPA_KERNELS
 
 
+def _cross_entropy_reason(logits, labels, *rows):
+    reason = _device_reason(logits)
+    if reason:
+        return reason
+    if logits.dtype not in FLOAT_DTYPES or logits.dim() != 2:
+        return f"logits {logits.dtype} {tuple(logits.shape)} are not [N, V] fp16/bf16/fp32"
+    if labels.dtype != torch.int64 or labels.dim() != 1:
+        return f"labels {labels.dtype} {tuple(labels.shape)} are not int64 [N]"
+    if any(t is not None and t.device != logits.device for t in (labels, *rows)):
+        return "inputs on different devices"
+    return None
+
+
+def _supports_cross_entropy(logits, labels, ignore_index, reduction):
+    return _cross_entropy_reason(logits, labels)
+
+
+def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    return _cross_entropy_reason(logits, labels, grad_loss, grad_lse, lse)
+
+
+def cross_entropy(logits, labels, ignore_index, reduction):
+    """The kernel's per-row losses and lse, reduced over rows by torch (deterministic: no atomics)."""
+    row_loss, lse = ce_kernels.cross_entropy_fwd(logits, labels, ignore_index)
+    return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse
+
+
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, logits.shape[1])
+    return ce_kernels.cross_entropy_bwd(logits, labels, lse, a, b)
+
+
+def _traceable_cross_entropy(logits, *rest) -> bool:
+    """Only the class count sets the block size: any number of rows (tokens) inlines."""
+    return not rms_kernels.interpreting() and isinstance(logits.shape[1], int)
+
+
+def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> bool:
+    return _traceable_cross_entropy(logits)
+
+
 def _traceable(*args) -> bool:
     """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
     a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
@@ -378,4 +420,7 @@ TABLE = {
     "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
     "attention": Impl(attention, _supports_attention, _traceable_attention, _describe_attention),
     "attention_backward": Impl(attention_backward, _supports_attention_backward, _traceable_attention_backward),
+    "cross_entropy": Impl(cross_entropy, _supports_cross_entropy, _traceable_cross_entropy),
+    "cross_entropy_backward": Impl(cross_entropy_backward, _supports_cross_entropy_backward,
+                                   _traceable_cross_entropy_backward),
 }

@@ -36,7 +36,7 @@ __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", 
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
            "mark_grad_inputs", "needs_grad", "refuse"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention", "cross_entropy")
 
 
 class PatternError(ValueError):
