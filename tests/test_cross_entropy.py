@@ -202,8 +202,9 @@ def test_labels_out_of_range_are_nan_not_a_crash(target):
     assert torch.isfinite(dx[[0, 3, 4]]).all()
     mean, _ = mojo.cross_entropy(logits, labels, -100, "mean", target)
     assert mean.isnan()
-    with pytest.raises((IndexError, RuntimeError)):  # what eager does
-        F.cross_entropy(logits, labels)
+    if DEVICE == "cpu":  # what eager does; on CUDA a device assert, which poisons the process's CUDA context
+        with pytest.raises((IndexError, RuntimeError)):
+            F.cross_entropy(logits, labels)
 
 
 # ----------------------------------------------------------------------------------------------- near misses
@@ -303,7 +304,7 @@ def test_lse_gradient(target):
     loss, lse = mojo.cross_entropy(logits, labels, -100, "sum", target)
     (dx,) = torch.autograd.grad(loss + (lse * torch.arange(4.0, device=DEVICE)).sum(), logits)
     x64 = logits.detach().double().requires_grad_()
-    ref = F.cross_entropy(x64, labels, reduction="sum") + (torch.logsumexp(x64, -1) * torch.arange(4.0)).sum()
+    ref = F.cross_entropy(x64, labels, reduction="sum") + (torch.logsumexp(x64, -1) * torch.arange(4.0, device=DEVICE)).sum()
     (dx64,) = torch.autograd.grad(ref, x64)
     assert rel(dx, dx64) < 1e-6
 
