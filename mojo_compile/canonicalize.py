@@ -233,6 +233,21 @@ def _unsqueezed_mean(node: Node) -> Optional[Node]:
     return out
 
 
+def _matrix_transpose(node: Node) -> Optional[Node]:
+    """`W.T`, `W.transpose(0, 1)`, `W.permute(1, 0)` of a 2-D W -> `W.t()`: one spelling of the LM head's
+    `h @ W.t()` (patterns/linear_cross_entropy.py). The same view of the same tensor."""
+    x = node.args[0]
+    value = _val(x)
+    if not isinstance(value, torch.Tensor) or value.dim() != 2:
+        return None
+    if node.target is aten.transpose.int and sorted(d % 2 for d in node.args[1:3]) != [0, 1]:
+        return None
+    if node.target is aten.permute.default and [d % 2 for d in node.args[1]] != [1, 0]:
+        return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.t.default, (x,))
+
+
 _VIEW_OPS = (aten.view.default, aten.reshape.default)
 
 RULES: dict = {
@@ -253,6 +268,9 @@ RULES: dict = {
     aten.unsqueeze.default: _unsqueezed_mean,
     aten.mean.dim: _mean_dims_from_the_end,
     aten.cross_entropy_loss.default: _all_arguments,
+    aten.numpy_T.default: _matrix_transpose,
+    aten.transpose.int: _matrix_transpose,
+    aten.permute.default: _matrix_transpose,
 }
 
 

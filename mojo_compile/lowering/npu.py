@@ -159,12 +159,17 @@ def _npu_tensors(logits, *rest):
 
 
 TABLE = {
-    # The loss runs the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
+    # The losses run the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
     # mapped to it yet. Listed so that the report names torch_npu, not a fallback.
     "cross_entropy": Impl(reference.cross_entropy, _npu_tensors, reference.TABLE["cross_entropy"].traceable),
     "cross_entropy_backward": Impl(reference.cross_entropy_backward,
                                    lambda grad_loss, grad_lse, logits, *rest: _npu_tensors(logits),
                                    reference.TABLE["cross_entropy_backward"].traceable),
+    "linear_cross_entropy": Impl(reference.linear_cross_entropy, _npu_tensors,
+                                 reference.TABLE["linear_cross_entropy"].traceable),
+    "linear_cross_entropy_backward": Impl(reference.linear_cross_entropy_backward,
+                                          lambda grad_loss, grad_lse, hidden, *rest: _npu_tensors(hidden),
+                                          reference.TABLE["linear_cross_entropy_backward"].traceable),
     "attention": Impl(attention, _attention_reason),
     "rope": Impl(rope, _rope_reason),
     "gated_act_fused": Impl(gated_act_fused, _swiglu_reason),

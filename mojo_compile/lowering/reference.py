@@ -331,6 +331,92 @@ def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_inde
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
 
+# ------------------------------------------------------------------------------------- the LM head fused with the loss
+LCE_BLOCKS = None  # (rows, vocabulary columns) per block; None: LCE_ROWS rows, columns to fill CHUNK_ELEMENTS
+LCE_ROWS = 4096
+
+
+def _lce_blocks(hidden, weight):
+    """(row chunks of [0, N), column blocks of [0, V)) as (start, size) lists. One chunk along a symbolic size."""
+    n, v = hidden.shape[0], weight.shape[0]
+    rows, cols = LCE_BLOCKS or (LCE_ROWS, None)
+    if cols is None:
+        cols = max(1, CHUNK_ELEMENTS // rows)
+
+    def spans(size, block):
+        if not isinstance(size, int):
+            return [(0, size)]
+        return [(s, min(block, size - s)) for s in range(0, size, block)] or [(0, 0)]
+    return spans(n, rows), spans(v, cols)
+
+
+def _lce_logits(h, w):
+    """One [rows, cols] block of the logits, rounded as the spelling rounds them: `F.linear(h, w)` in hidden's
+    dtype (the GEMM accumulates in fp32 and rounds once to bf16 / fp16), then `.float()`. Only the K-split of the
+    GEMM may differ from the full [N, V] product's (the same reduction over H per element, another kernel)."""
+    return (h @ w.t()).float()
+
+
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction):
+    """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
+    logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
+    At most one [rows, cols] fp32 block alive; nothing [N, V]."""
+    row_spans, col_spans = _lce_blocks(hidden, weight)
+    v = weight.shape[0]
+    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
+    lses, picks = [], []
+    for r0, nr in row_spans:
+        h, t = hidden.narrow(0, r0, nr), labels.narrow(0, r0, nr)
+        lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
+        picked = torch.zeros_like(t, dtype=torch.float32)
+        for c0, nc in col_spans:
+            z = _lce_logits(h, weight.narrow(0, c0, nc))
+            lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
+            idx = t - c0
+            inside = (idx >= 0) & (idx < nc)
+            picked = picked + torch.where(inside, z.gather(1, idx.clamp(0, nc - 1).unsqueeze(1)).squeeze(1), 0.0)
+        lses.append(lse)
+        picks.append(picked)
+    lse, picked = (torch.cat(lses), torch.cat(picks)) if len(lses) > 1 else (lses[0], picks[0])
+    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
+
+
+def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
+                                  hidden_grad, weight_grad):
+    """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
+    loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
+    hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
+      - dlogits_block is rounded to hidden's dtype before the GEMMs, as the cast's backward rounds dlogits;
+      - dhidden += dlogits_block @ W_block and dW_block += dlogits_block.T @ hidden_rows are GEMMs in hidden's
+        dtype (fp32 accumulation inside), each block's partial product rounded to that dtype by the GEMM and summed
+        over blocks in fp32; the sums are rounded once to the dtype at the end. Eager rounds each full GEMM once:
+        ours adds one rounding per vocabulary block (dhidden) / row chunk (dweight) of the partial sums -- exact for
+        fp32, within the tests' "as accurate as eager" bound for bf16. (A GEMM with an fp32 output from bf16 inputs,
+        `torch.mm(out_dtype=)`, would remove it where the device has one: CUDA, not the CPU.)"""
+    row_spans, col_spans = _lce_blocks(hidden, weight)
+    v, dtype = weight.shape[0], hidden.dtype
+    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    dh = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if hidden_grad else None
+    dw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight_grad else None
+    for c0, nc in col_spans:
+        w = weight.narrow(0, c0, nc)
+        cols = torch.arange(c0, c0 + nc, device=hidden.device)
+        for r0, nr in row_spans:
+            h = hidden.narrow(0, r0, nr)
+            t, s = labels.narrow(0, r0, nr), lse.narrow(0, r0, nr)
+            a_rows, b_rows = a.narrow(0, r0, nr), b.narrow(0, r0, nr)
+            pa = torch.exp(_lce_logits(h, w) - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+            d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa).to(dtype)
+            if hidden_grad:
+                dh[r0:r0 + nr] += (d @ w).float()
+            if weight_grad:
+                dw[c0:c0 + nc] += (d.t() @ h).float()
+    dh = dh.to(dtype) if hidden_grad else hidden.new_zeros((0, hidden.shape[1]))
+    dw = dw.to(weight.dtype) if weight_grad else weight.new_zeros((0, weight.shape[1]))
+    return dh, dw
+
+
 def _traceable(*args) -> bool:
     return True
 
@@ -338,4 +424,4 @@ def _traceable(*args) -> bool:
 TABLE = {fn.__name__: Impl(fn, traceable=_traceable) for fn in (
     rms_norm, add_rms_norm, rms_norm_backward, gated_act, gated_act_fused, gated_act_backward, gated_act_fused_backward,
     rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward, cross_entropy,
-    cross_entropy_backward)}
+    cross_entropy_backward, linear_cross_entropy, linear_cross_entropy_backward)}

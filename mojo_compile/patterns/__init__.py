@@ -36,7 +36,8 @@ __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", 
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
            "mark_grad_inputs", "needs_grad", "refuse"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention", "cross_entropy")
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention", "linear_cross_entropy",
+                   "cross_entropy")
 
 
 class PatternError(ValueError):
