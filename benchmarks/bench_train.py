@@ -19,7 +19,12 @@ Models, from transformers configs, random weights, bf16, SDPA attention (`--attn
   --tiny         the chosen family at hidden 64, intermediate 128, 4 / 2 heads, head_dim 16, vocab 517, 2 layers,
                  seq 32: runs on the CPU (times by time.perf_counter, memory "n/a")
 Implementations, each a fresh model with the same weights (copied from the first one built):
-  eager      the HF model as it is;  inductor  torch.compile(model);  mojo  torch.compile(model, backend="mojo")
+  eager      the HF model as it is
+  inductor   torch.compile of the loss function (input_ids, labels) -> model(input_ids=, labels=).loss
+  mojo       the same with backend="mojo": the logits are no graph output, so the LM head fuses with the loss
+             (mojo.linear_cross_entropy: the logits never materialised whole)
+  mojo-model torch.compile(model, backend="mojo"): the model returns its logits, so they are materialised and the
+             loss fuses on them (mojo.cross_entropy)
   liger      liger_kernel's apply_liger_kernel_to_llama / _qwen3 (RMSNorm, RoPE, SwiGLU, fused linear
              cross-entropy) on an eager model; "not installed" when liger_kernel does not import. Liger patches the HF
              modules globally, so it always runs last, whatever the order in --impls.
@@ -29,8 +34,11 @@ grad-norm rel diff the same of the global gradient norm, grad rel err = ||g - g_
 parameters; with --check-fp64 the same against an fp64 copy of the model (eager's row then shows what bf16 itself
 costs). The fp64 model takes 4x the bf16 model's weights and grads plus fp64 activations: meant for small models
 (--tiny, fewer layers or tokens); whether the 4-layer 4096-token ones fit an H200 is untested.
-Then --warmup steps and --steps timed steps; gradients accumulate (never zeroed), so weights and grads stay
-resident. Time: the median over the timed steps, each between two CUDA events (host launch gaps included, as in a
+Then --warmup steps and --steps timed steps. --grads accumulate (the default): gradients accumulate (never
+zeroed), so weights and grads stay resident, and each step's new gradients are added into them -- eager adds each
+as autograd makes it, a compiled backward returns them all at its end, so they are all alive there (the parameters'
+size again). --grads fresh: zero_grad(set_to_none=True) before each step (optimizer.zero_grad()'s default): the
+new gradients become .grad, nothing is added. Time: the median over the timed steps, each between two CUDA events (host launch gaps included, as in a
 training loop). Peak: torch.cuda.max_memory_allocated over warmup + timed steps, absolute and minus the weights +
 grads (2 x the parameter bytes: the activations and temporaries).
 Floor: 3 x the forward GEMM FLOPs (q/k/v/o, gate/up/down, lm_head; 2 per multiply-add) at --tflops plus the causal
@@ -62,7 +70,7 @@ from common import bench, median, print_table  # noqa: E402
 import mojo_compile  # noqa: E402
 
 H200_BF16_TFLOPS = 705.0  # bf16 GEMM 8192^3 on the lent H200 (shared/reference/performance-anchors.md)
-ORDER = ("eager", "inductor", "mojo", "liger")  # the run order: Liger last (global patches of the HF modules)
+ORDER = ("eager", "inductor", "mojo", "mojo-model", "liger")  # the run order: Liger last (it patches HF globally)
 
 MODELS = {
     "llama3-dims": ("llama", dict(
@@ -144,19 +152,26 @@ def liger_patch(family):
 
 
 def wrap(name, model, family):
-    """The callable that runs `model` as implementation `name`."""
+    """The callable (input_ids, labels) -> loss that runs `model` as implementation `name`."""
+    def loss_of(input_ids, labels):
+        return model(input_ids=input_ids, labels=labels).loss
+
     if name == "inductor":
-        return torch.compile(model)
-    if name == "mojo":
+        return torch.compile(loss_of)
+    if name == "mojo":  # the loss function compiled: the logits are no graph output, the LM head fuses with the loss
         mojo_compile.reset_report()
-        return torch.compile(model, backend="mojo")
+        return torch.compile(loss_of, backend="mojo")
+    if name == "mojo-model":  # the model compiled: it returns the logits, so the loss fuses on them, materialised
+        mojo_compile.reset_report()
+        compiled = torch.compile(model, backend="mojo")
+        return lambda input_ids, labels: compiled(input_ids=input_ids, labels=labels).loss
     if name == "liger":
         patch, why = liger_patch(family)
         if patch is None:
             raise RuntimeError(why)
         patch(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True,
               model=model)
-    return model
+    return loss_of
 
 
 def sync(device):
@@ -207,7 +222,9 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
     runner = wrap(name, model, family)
 
     def step():
-        loss = runner(input_ids=ids, labels=ids).loss
+        if args.grads == "fresh":
+            model.zero_grad(set_to_none=True)
+        loss = runner(ids, ids)
         loss.backward()
         return loss.detach()
 
@@ -220,7 +237,7 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
     grads = grads_of(model)
     res["grad_norm"] = global_norm(grads)
     res["missing_grads"] = sorted(n for n, g in grads.items() if g is None)
-    if name == "mojo":
+    if name.startswith("mojo"):
         report = mojo_compile.last_report()
         res["mojo_graphs"] = len(report.graphs)
         res["mojo_fused"] = dict(sorted(report.counts().items()))
@@ -348,6 +365,9 @@ def parse():
     p.add_argument("--check-fp64", action="store_true", help="also compare against an fp64 copy of the model")
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="HF attn_implementation")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--grads", choices=["accumulate", "fresh"], default="accumulate",
+                   help="accumulate: gradients add into .grad every step (never zeroed); fresh: "
+                        "zero_grad(set_to_none=True) before each step, as optimizer.zero_grad() does")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     args = p.parse_args()

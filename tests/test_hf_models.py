@@ -21,6 +21,7 @@ def build(family, dtype):
         "llama": lambda: transformers.LlamaConfig(**COMMON, rms_norm_eps=1e-6),
         "qwen3": lambda: transformers.Qwen3Config(**COMMON, head_dim=16, rms_norm_eps=1e-6),
         "gemma": lambda: transformers.GemmaConfig(**COMMON, head_dim=16, hidden_activation="gelu_pytorch_tanh"),
+        "gemma2": lambda: transformers.Gemma2Config(**COMMON, head_dim=16, final_logit_softcapping=30.0),
         "olmo2": lambda: transformers.Olmo2Config(**COMMON),
         "phi3": lambda: transformers.Phi3Config(**COMMON),
         "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
@@ -107,6 +108,41 @@ def test_logits_and_every_gradient(family, target):
         assert torch.equal(out.logits, ref.logits)
     else:
         assert rel(out.logits, exact.logits) <= 1.5 * rel(ref.logits, exact.logits) + 1e-6
+    for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
+        err, eager_err = rel(got[name], p64.grad), rel(p.grad, p64.grad)
+        assert err <= 1.5 * eager_err + 1e-3, (name, err, eager_err)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2"])
+def test_loss_function_fuses_the_lm_head(family, target):
+    """Compiled: the function that returns the loss (the documented way to train without materialising the
+    logits: they are no graph output). The LM head fuses with the loss (mojo.linear_cross_entropy, gradients in
+    the forward); Gemma2's final logit softcap sits between them, so there the loss alone fuses
+    (mojo.cross_entropy). Rows ignored (-100). The loss and every parameter's gradient as accurate as eager's
+    against an fp64 copy."""
+    model = build(family, torch.bfloat16)
+    ids = torch.randint(3, 256, (2, 12), device=DEVICE)
+    labels = ids.clone()
+    labels[1, :5] = -100
+    golden = copy.deepcopy(model).double()
+
+    def loss_of(m):
+        return lambda input_ids, labels: m(input_ids=input_ids, labels=labels).loss
+
+    loss = compile_mojo(loss_of(model), target)(ids, labels)
+    loss.backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    ops = [s.op for s in mojo_compile.last_report().sites]
+    assert ops[-1] == ("mojo.cross_entropy" if family == "gemma2" else "mojo.linear_cross_entropy"), ops
+    assert ops.count("mojo.linear_cross_entropy") + ops.count("mojo.cross_entropy") == 1, ops
+
+    model.zero_grad()
+    ref = loss_of(model)(ids, labels)
+    ref.backward()
+    exact = loss_of(golden)(ids, labels)
+    exact.backward()
+    assert rel(loss, exact) <= 1.5 * rel(ref, exact) + 1e-6, (loss, ref, exact)
     for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
         err, eager_err = rel(got[name], p64.grad), rel(p.grad, p64.grad)
         assert err <= 1.5 * eager_err + 1e-3, (name, err, eager_err)

@@ -9,7 +9,9 @@ import torch.nn.functional as F
 
 import mojo_compile
 from conftest import DEVICE, KERNEL_TARGET_OK
+from mojo_compile import lowering
 from mojo_compile.lowering import reference
+from mojo_compile.lowering import triton as triton_lowering
 
 mojo = torch.ops.mojo
 TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
@@ -19,8 +21,10 @@ N_ROWS, HID, VOCAB = 12, 32, 517
 
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
-    """Blocks of 5 rows and 128 classes: several of each, the last ones partial (12 rows, V = 517)."""
+    """Blocks of 5 rows and 128 classes: several of each, the last ones partial (12 rows, V = 517). The Triton
+    path's chunks: 5 rows of bf16 logits, 2 of fp32 (dweight summed over 3 or 6 chunks)."""
     monkeypatch.setattr(reference, "LCE_BLOCKS", (5, 128))
+    monkeypatch.setattr(triton_lowering, "LCE_CHUNK_BYTES", 5 * VOCAB * 2)
 
 
 def rel(a, b) -> float:
@@ -125,7 +129,7 @@ def saved_numels(fn, h, w, t):
 @pytest.mark.parametrize("target", TARGETS)
 def test_nothing_of_n_by_v_saved(target):
     """Eager saves [N, V] tensors for the backward (the fp32 log-softmax); the fused op saves hidden, weight,
-    labels and lse only."""
+    labels, lse and the gradients its forward computed (dhidden [N, H], dweight [V, H])."""
     fn = head_loss("linear", "mean")
     h, w, t = inputs(torch.bfloat16, "linear")
     assert N_ROWS * VOCAB in saved_numels(fn, h, w, t)
@@ -134,7 +138,7 @@ def test_nothing_of_n_by_v_saved(target):
     fused = saved_numels(compiled, h, w, t)
     assert sites() == [("linear_cross_entropy.linear.mean", "mojo.linear_cross_entropy")]
     assert N_ROWS * VOCAB not in fused, fused
-    assert sorted(fused) == sorted([N_ROWS * HID, VOCAB * HID, N_ROWS, N_ROWS]), fused  # hidden, weight, labels, lse
+    assert sorted(fused) == sorted([N_ROWS * HID, VOCAB * HID, N_ROWS, N_ROWS, N_ROWS * HID, VOCAB * HID]), fused
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -197,10 +201,10 @@ def test_op_blockwise_matches_one_block_and_frozen_weight():
     computed (None), dhidden unchanged."""
     h, w, t = inputs(torch.float32, "matmul")
     h.requires_grad_()
-    loss, _ = mojo.linear_cross_entropy(h, w, t, -100, "sum", "torch")
+    loss = mojo.linear_cross_entropy(h, w, t, -100, "sum", target="torch")[0]
     (dh,) = torch.autograd.grad(loss, (h,))
     reference.LCE_BLOCKS = (N_ROWS, VOCAB)
-    loss1, _ = mojo.linear_cross_entropy(h, w, t, -100, "sum", "torch")
+    loss1 = mojo.linear_cross_entropy(h, w, t, -100, "sum", target="torch")[0]
     (dh1,) = torch.autograd.grad(loss1, (h,))
     assert torch.allclose(loss, loss1, rtol=1e-6) and torch.allclose(dh, dh1, rtol=1e-5, atol=1e-6)
 
@@ -208,16 +212,95 @@ def test_op_blockwise_matches_one_block_and_frozen_weight():
 def test_op_rejects_bad_arguments():
     h, w, t = inputs(torch.float32, "matmul")
     with pytest.raises(ValueError, match="reduction"):
-        mojo.linear_cross_entropy(h, w, t, -100, "max", "torch")
+        mojo.linear_cross_entropy(h, w, t, -100, "max", target="torch")
     with pytest.raises(ValueError, match="weight"):
-        mojo.linear_cross_entropy(h, w.to(torch.bfloat16), t, -100, "mean", "torch")
+        mojo.linear_cross_entropy(h, w.to(torch.bfloat16), t, -100, "mean", target="torch")
     with pytest.raises(ValueError, match="labels"):
-        mojo.linear_cross_entropy(h, w, t.int(), -100, "mean", "torch")
+        mojo.linear_cross_entropy(h, w, t.int(), -100, "mean", target="torch")
+    with pytest.raises(ValueError, match="scalar loss"):
+        mojo.linear_cross_entropy(h, w, t, -100, "none", True, False, target="torch")
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_opcheck(target):
     h, w, t = inputs(torch.float32, "matmul")
-    for reduction in ("mean", "none"):
+    for reduction, grads in (("mean", (True, True)), ("sum", (False, True)), ("mean", (False, False)),
+                             ("none", (False, False))):
         torch.library.opcheck(mojo.linear_cross_entropy.default,
-                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, target))
+                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, target))
+
+
+@pytest.fixture
+def forward_grads(monkeypatch):
+    """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs, and ("recomputed", ...) of each
+    backward that recomputes the logits."""
+    seen, call = [], lowering.call
+
+    def spy(name, target, *args):
+        if name == "linear_cross_entropy":
+            seen.append(tuple(args[-2:]))
+        if name == "linear_cross_entropy_backward":
+            seen.append(("recomputed", *args[-2:]))
+        return call(name, target, *args)
+    monkeypatch.setattr(lowering, "call", spy)
+    return seen
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradients_in_forward_where_autograd_wants_them(target, forward_grads):
+    """The forward computes the gradients autograd will ask for -- both; dhidden only under a frozen head; none
+    under no_grad or for a per-row loss -- and each result is eager's (the frozen head: no dweight at all)."""
+    fn = head_loss("linear", "mean")
+    h, w, t = inputs(torch.bfloat16, "linear")
+    exact = run(fn, h.double(), w.double(), t, torch.tensor(1.0, dtype=torch.float64, device=DEVICE))
+    eager = run(fn, h, w, t, torch.tensor(1.0, device=DEVICE))
+
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, torch.tensor(1.0, device=DEVICE))
+    assert forward_grads == [(True, True)]  # and no backward recomputing the logits
+    check_as_accurate(dw, eager[2], exact[2], torch.bfloat16, "dweight")
+
+    hf = h.detach().clone().requires_grad_()
+    compile_mojo(fn, target)(hf, w, t).backward()  # w frozen
+    assert forward_grads[-1] == (True, False) and w.grad is None
+    check_as_accurate(hf.grad, eager[1], exact[1], torch.bfloat16, "dhidden (frozen head)")
+
+    with torch.no_grad():
+        loss = compile_mojo(fn, target)(h, w, t)
+    assert forward_grads[-1] == (False, False)
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss (no_grad)")
+
+    run(compile_mojo(head_loss("linear", "none"), target), h, w, t, torch.ones(N_ROWS, device=DEVICE))
+    assert forward_grads[-2:] == [(False, False), ("recomputed", True, True)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_backward_twice_and_scaled(target):
+    """The forward's gradients are scaled by each backward's upstream gradient, never in place: two backwards
+    through one graph (retain_graph) accumulate g1 * grad + g2 * grad, as eager."""
+    fn = head_loss("matmul", "sum")
+    h, w, t = inputs(torch.float32, "matmul")
+    got, want = [], []
+    for f, out in ((compile_mojo(fn, target), got), (fn, want)):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = f(hh, ww, t)
+        loss.backward(torch.tensor(0.5, device=DEVICE), retain_graph=True)
+        loss.backward(torch.tensor(-3.0, device=DEVICE))
+        out += [hh.grad, ww.grad]
+    assert sites() == [("linear_cross_entropy.matmul.sum.rows", "mojo.linear_cross_entropy")]
+    for a, b in zip(got, want):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5)  # fp32, one GEMM split against another
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gradient_of_lse_recomputes(target):
+    """Where lse has a gradient too, the backward recomputes the logits (the forward's gradients know only the
+    loss's): loss + sum(lse) against fp64 autograd through explicit logits."""
+    h, w, t = inputs(torch.float32, "matmul")
+    hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+    loss, lse, _, _ = mojo.linear_cross_entropy(hh, ww, t, -100, "mean", True, True, target=target)
+    (loss + lse.sum()).backward()
+    h64, w64 = h.double().requires_grad_(), w.double().requires_grad_()
+    logits = h64 @ w64.T
+    (F.cross_entropy(logits, t) + torch.logsumexp(logits, -1).sum()).backward()
+    assert torch.allclose(hh.grad.double(), h64.grad, rtol=1e-4, atol=1e-6)
+    assert torch.allclose(ww.grad.double(), w64.grad, rtol=1e-4, atol=1e-6)

@@ -107,14 +107,18 @@ def _columns(logits: torch.Tensor) -> torch.Tensor:
     return logits if logits.stride(1) == 1 or logits.shape[1] == 1 else logits.contiguous()
 
 
-def cross_entropy_fwd(logits, labels, ignore_index: int, config=None):
+def cross_entropy_fwd(logits, labels, ignore_index: int, config=None, out=None):
     """(row_loss, lse), fp32 [N] each: lse of every row; row_loss = lse - logits[i, label], 0 where the label is
-    ignore_index, NaN where it is out of [0, V). `config` = (BLOCK_V, num_warps) overrides."""
+    ignore_index, NaN where it is out of [0, V). `config` = (BLOCK_V, num_warps) overrides; `out` = (row_loss, lse),
+    contiguous fp32 [N] each, to write into."""
     _check(logits, labels)
     x, labels = _columns(logits), labels.contiguous()
     n, v = x.shape
-    lse = torch.empty(n, dtype=torch.float32, device=x.device)
-    row_loss = torch.empty(n, dtype=torch.float32, device=x.device)
+    if out is not None:
+        row_loss, lse = out
+    else:
+        lse = torch.empty(n, dtype=torch.float32, device=x.device)
+        row_loss = torch.empty(n, dtype=torch.float32, device=x.device)
     if n == 0:  # n may be symbolic: dynamo specialises 0 and 1, so this adds no guard for n >= 2
         return row_loss, lse
     block, num_warps = config or _config(v)
@@ -123,12 +127,17 @@ def cross_entropy_fwd(logits, labels, ignore_index: int, config=None):
     return row_loss, lse
 
 
-def cross_entropy_bwd(logits, labels, lse, a, b, config=None):
-    """dlogits [N, V] in the logits' dtype: exp(logits - lse) * a[:, None] - onehot(labels) * b[:, None]."""
+def cross_entropy_bwd(logits, labels, lse, a, b, config=None, out=None):
+    """dlogits [N, V] in the logits' dtype: exp(logits - lse) * a[:, None] - onehot(labels) * b[:, None]. `out`: an
+    [N, V] tensor of that dtype with unit column stride to write into -- the logits themselves for dlogits in place
+    (each element is read, then written, by the same program)."""
     _check(logits, labels)
     x, labels, lse, a, b = _columns(logits), labels.contiguous(), lse.contiguous(), a.contiguous(), b.contiguous()
     n, v = x.shape
-    dx = torch.empty((n, v), dtype=x.dtype, device=x.device)
+    dx = torch.empty((n, v), dtype=x.dtype, device=x.device) if out is None else out
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or (v > 1 and out.stride(1) != 1)):
+        raise ValueError(f"cross_entropy_bwd: out must be [N, V] {x.dtype} with unit column stride, got "
+                         f"{out.dtype} {tuple(out.shape)} {out.stride()}")
     if n == 0:
         return dx
     block, num_warps = config or _config(v)

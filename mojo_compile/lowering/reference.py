@@ -357,10 +357,18 @@ def _lce_logits(h, w):
     return (h @ w.t()).float()
 
 
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction):
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
     logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
-    At most one [rows, cols] fp32 block alive; nothing [N, V]."""
+    At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
+    asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
+    loss, lse = _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction)
+    dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
+                                           reduction, hidden_grad, weight_grad)
+    return loss, lse, dh, dw
+
+
+def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction):
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v = weight.shape[0]
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)
@@ -396,6 +404,8 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
         `torch.mm(out_dtype=)`, would remove it where the device has one: CUDA, not the CPU.)"""
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v, dtype = weight.shape[0], hidden.dtype
+    if not (hidden_grad or weight_grad):
+        return hidden.new_zeros((0, hidden.shape[1])), weight.new_zeros((0, weight.shape[1]))
     a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
     dh = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if hidden_grad else None
     dw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight_grad else None

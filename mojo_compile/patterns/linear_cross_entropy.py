@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from . import match_value, refuse, register_pattern
+from . import accepted_match, match_value, needs_grad, refuse, register_pattern
 from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node
 
 aten = torch.ops.aten
@@ -122,6 +122,16 @@ def _check(match, flatten: bool, spelling: str) -> bool:
     return True
 
 
+def _gradients_wanted(reduction: str) -> tuple[bool, bool]:
+    """Which gradients the op computes in its forward (ops/linear_cross_entropy.py): those autograd may want, of a
+    scalar loss. A superset costs work, not correctness (a frozen head that needs_grad wrongly calls trainable
+    computes a dweight nobody reads); a gradient left out is recomputed in the backward."""
+    match = accepted_match()
+    if reduction == "none" or match is None:
+        return False, False
+    return needs_grad(match.kwargs.get("hidden")), needs_grad(match.kwargs.get("weight"))
+
+
 def _forms(reduction: str, flatten: bool, spelling: str):
     def search(hidden, weight, labels, class_weight, ignore_index, label_smoothing):
         x = F.linear(hidden, weight) if spelling == "linear" else hidden @ weight.t()
@@ -133,7 +143,8 @@ def _forms(reduction: str, flatten: bool, spelling: str):
 
     def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing):
         h = hidden.reshape(-1, hidden.shape[-1]) if flatten else hidden
-        return mojo.linear_cross_entropy(h, weight, labels, ignore_index, reduction)[0]
+        hidden_grad, weight_grad = _gradients_wanted(reduction)
+        return mojo.linear_cross_entropy(h, weight, labels, ignore_index, reduction, hidden_grad, weight_grad)[0]
 
     return search, replace
 
