@@ -219,7 +219,8 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) 
         return aten_gm  # an ordinary differentiable program: Mojo ops carry their own autograd
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(aten_gm, example_inputs, config_patches=options.inductor_config)
+    return compile_fx(aten_gm, example_inputs, config_patches=options.inductor_config,
+                      decompositions=lowering.inductor_decompositions())
 
 
 def _register_by_name() -> None:

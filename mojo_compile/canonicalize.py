@@ -149,6 +149,25 @@ def _rms_norm_default_eps(node: Node) -> Optional[Node]:
                                                                 torch.finfo(compute).eps))
 
 
+def _all_arguments(node: Node) -> Optional[Node]:
+    """An op with its schema's defaults written out, every argument positional (`F.cross_entropy(x, t)` traces to
+    `cross_entropy_loss(x, t)`, with ignore_index=5 to `cross_entropy_loss(x, t, None, 1, 5)`): one pattern then
+    covers every spelling and captures each argument where it stands. The same call."""
+    schema = node.target._schema
+    if len(node.args) == len(schema.arguments) and not node.kwargs:
+        return None
+    values = list(node.args)
+    for argument in schema.arguments[len(node.args):]:
+        if argument.name in node.kwargs:
+            values.append(node.kwargs[argument.name])
+        elif argument.has_default_value():
+            values.append(argument.default_value)
+        else:
+            return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(node.target, tuple(values))
+
+
 # Elementwise ops of one tensor (other operands Python scalars): they commute with putting a size-1 dim back.
 _UNARY_POINTWISE = {aten.rsqrt.default, aten.sqrt.default, aten.reciprocal.default, aten.neg.default,
                     aten.pow.Tensor_Scalar, aten.to.dtype}
@@ -214,6 +233,21 @@ def _unsqueezed_mean(node: Node) -> Optional[Node]:
     return out
 
 
+def _matrix_transpose(node: Node) -> Optional[Node]:
+    """`W.T`, `W.transpose(0, 1)`, `W.permute(1, 0)` of a 2-D W -> `W.t()`: one spelling of the LM head's
+    `h @ W.t()` (patterns/linear_cross_entropy.py). The same view of the same tensor."""
+    x = node.args[0]
+    value = _val(x)
+    if not isinstance(value, torch.Tensor) or value.dim() != 2:
+        return None
+    if node.target is aten.transpose.int and sorted(d % 2 for d in node.args[1:3]) != [0, 1]:
+        return None
+    if node.target is aten.permute.default and [d % 2 for d in node.args[1]] != [1, 0]:
+        return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.t.default, (x,))
+
+
 _VIEW_OPS = (aten.view.default, aten.reshape.default)
 
 RULES: dict = {
@@ -233,6 +267,10 @@ RULES: dict = {
     aten.rms_norm.default: _rms_norm_default_eps,
     aten.unsqueeze.default: _unsqueezed_mean,
     aten.mean.dim: _mean_dims_from_the_end,
+    aten.cross_entropy_loss.default: _all_arguments,
+    aten.numpy_T.default: _matrix_transpose,
+    aten.transpose.int: _matrix_transpose,
+    aten.permute.default: _matrix_transpose,
 }
 
 

@@ -161,7 +161,11 @@ def _root_owner() -> str:
     try:  # the frame's own `self`: the module's real class (also for a forward it inherits)
         from torch._dynamo.symbolic_convert import InstructionTranslator
 
-        module = InstructionTranslator.current_tx().f_locals.get("self")
+        f_locals = InstructionTranslator.current_tx().f_locals
+        module = f_locals.get("self")
+        if not isinstance(module, torch.nn.Module):  # a decorator's `wrapped_func(*args, **kwargs)` around forward
+            args = f_locals.get("args")
+            module = args[0] if isinstance(args, tuple) and args else None
         if isinstance(module, torch.nn.Module):
             return type(module).__name__
     except Exception:  # not tracing, or a torch without these internals

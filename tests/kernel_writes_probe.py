@@ -18,7 +18,8 @@ class _Sm90Driver:
 
 triton.runtime.driver.set_active(_Sm90Driver())
 
-from mojo_compile.kernels import attention, attention_decode, gated_act, gated_gemm, rms_norm, rope  # noqa: E402
+from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, gated_gemm,  # noqa: E402
+                                  rms_norm, rope)
 from mojo_compile.kernels.common import declared_writes, inductor_accesses, record_launches  # noqa: E402
 
 BF16, FP32 = torch.bfloat16, torch.float32
@@ -91,6 +92,13 @@ def attention_cases():
                                                                    else mask[..., -1:, :]))
 
 
+def cross_entropy_cases():
+    for v, dtype in itertools.product((517, 50000), (BF16, FP32)):
+        x, labels = _r(6, v, dtype=dtype), torch.randint(0, v, (6,))
+        yield lambda: cross_entropy.cross_entropy_fwd(x, labels, -100)
+        yield lambda: cross_entropy.cross_entropy_bwd(x, labels, torch.rand(6), torch.rand(6), torch.rand(6))
+
+
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False
@@ -140,7 +148,8 @@ def selfcheck():
 def main():
     if sys.argv[1:] == ["selfcheck"]:
         return selfcheck()
-    families = {"rms_norm": rms_cases, "gated": gated_cases, "rope": rope_cases, "attention": attention_cases}
+    families = {"rms_norm": rms_cases, "gated": gated_cases, "rope": rope_cases, "attention": attention_cases,
+                "cross_entropy": cross_entropy_cases}
     chosen = sys.argv[1:] or list(families)
     seen = set()
     for family in chosen:

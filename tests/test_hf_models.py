@@ -1,6 +1,6 @@
-"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm, RoPE (qk-norm + RoPE) and
-gated-MLP site fused (exact per-layer sites), logits and the gradient of every parameter equal to eager within
-stated bounds."""
+"""Tiny random Hugging Face models, unmodified, compiled with backend="mojo": every norm, RoPE (qk-norm + RoPE),
+gated-MLP and (with labels) loss site fused (exact per-layer sites), logits and the gradient of every parameter
+equal to eager within stated bounds."""
 import copy
 
 import pytest
@@ -21,6 +21,7 @@ def build(family, dtype):
         "llama": lambda: transformers.LlamaConfig(**COMMON, rms_norm_eps=1e-6),
         "qwen3": lambda: transformers.Qwen3Config(**COMMON, head_dim=16, rms_norm_eps=1e-6),
         "gemma": lambda: transformers.GemmaConfig(**COMMON, head_dim=16, hidden_activation="gelu_pytorch_tanh"),
+        "gemma2": lambda: transformers.Gemma2Config(**COMMON, head_dim=16, final_logit_softcapping=30.0),
         "olmo2": lambda: transformers.Olmo2Config(**COMMON),
         "phi3": lambda: transformers.Phi3Config(**COMMON),
         "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
@@ -37,11 +38,18 @@ def build(family, dtype):
     return model.to(DEVICE, dtype).eval()
 
 
-def sites(family):
-    """The expected fused sites, in graph order: (module path, op)."""
+CAUSAL_LM = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM",
+             "olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM",
+             "gpt_neox": "GPTNeoXForCausalLM"}
+
+
+def sites(family, labels=False):
+    """The expected fused sites, in graph order: (module path, op). With labels, the loss (HF's ForCausalLMLoss, in
+    the model's own forward) ends the graph."""
+    loss = [(f"<root: {CAUSAL_LM[family]}>", "mojo.cross_entropy")] if labels else []
     add, rms = "mojo.add_rms_norm", "mojo.rms_norm"
     if family == "gpt_neox":  # LayerNorm, non-gated MLP: only the (partial) rotary embedding
-        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)]
+        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)] + loss
     out = []
     for i in range(LAYERS):
         p = f"model.layers.{i}."
@@ -51,7 +59,7 @@ def sites(family):
             out += [attention, (p + "post_attention_layernorm", rms), mlp, (p + "post_feedforward_layernorm", rms)]
             continue
         out += [(p + "input_layernorm", rms if i == 0 else add), attention, (p + "post_attention_layernorm", add), mlp]
-    return out + [("model.norm", add)]
+    return out + [("model.norm", add)] + loss
 
 
 def dynamo_eager(model):
@@ -88,7 +96,7 @@ def test_logits_and_every_gradient(family, target):
     out = compile_mojo(model, target)(input_ids=ids, labels=ids)
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family)
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family, labels=True)
     assert {s.target for s in mojo_compile.last_report().sites} == {target}
 
     model.zero_grad()
@@ -105,6 +113,41 @@ def test_logits_and_every_gradient(family, target):
         assert err <= 1.5 * eager_err + 1e-3, (name, err, eager_err)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2"])
+def test_loss_function_fuses_the_lm_head(family, target):
+    """Compiled: the function that returns the loss (the documented way to train without materialising the
+    logits: they are no graph output). The LM head fuses with the loss (mojo.linear_cross_entropy, gradients in
+    the forward); Gemma2's final logit softcap sits between them, so there the loss alone fuses
+    (mojo.cross_entropy). Rows ignored (-100). The loss and every parameter's gradient as accurate as eager's
+    against an fp64 copy."""
+    model = build(family, torch.bfloat16)
+    ids = torch.randint(3, 256, (2, 12), device=DEVICE)
+    labels = ids.clone()
+    labels[1, :5] = -100
+    golden = copy.deepcopy(model).double()
+
+    def loss_of(m):
+        return lambda input_ids, labels: m(input_ids=input_ids, labels=labels).loss
+
+    loss = compile_mojo(loss_of(model), target)(ids, labels)
+    loss.backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    ops = [s.op for s in mojo_compile.last_report().sites]
+    assert ops[-1] == ("mojo.cross_entropy" if family == "gemma2" else "mojo.linear_cross_entropy"), ops
+    assert ops.count("mojo.linear_cross_entropy") + ops.count("mojo.cross_entropy") == 1, ops
+
+    model.zero_grad()
+    ref = loss_of(model)(ids, labels)
+    ref.backward()
+    exact = loss_of(golden)(ids, labels)
+    exact.backward()
+    assert rel(loss, exact) <= 1.5 * rel(ref, exact) + 1e-6, (loss, ref, exact)
+    for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
+        err, eager_err = rel(got[name], p64.grad), rel(p.grad, p64.grad)
+        assert err <= 1.5 * eager_err + 1e-3, (name, err, eager_err)
+
+
 @pytest.mark.parametrize("family", ["qwen3", "olmo2"])
 def test_fp32_model(family):
     model = build(family, torch.float32)
@@ -113,7 +156,7 @@ def test_fp32_model(family):
     out = compile_mojo(model, target)(input_ids=ids, labels=ids)
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family)
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites(family, labels=True)
     model.zero_grad()
     ref = dynamo_eager(model)(input_ids=ids, labels=ids)
     ref.loss.backward()
@@ -159,7 +202,7 @@ def test_inductor_inner_compiler():
     out.loss.backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
     assert mojo_compile.last_report().graphs[0].inner_compiler == "inductor"
-    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites("qwen3")
+    assert [(s.source, s.op) for s in mojo_compile.last_report().sites] == sites("qwen3", labels=True)
     model.zero_grad()
     ref = model(input_ids=ids, labels=ids)
     ref.loss.backward()

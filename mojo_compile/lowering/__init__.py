@@ -27,7 +27,7 @@ from . import reference
 from .table import Impl
 
 __all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "describe", "call", "check_target_name",
-           "inline_in_inner_compiler"]
+           "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler"]
 
 log = logging.getLogger("mojo_compile")
 
@@ -175,3 +175,23 @@ def inline_in_inner_compiler(op_def, name: str) -> None:
         return mode.__torch_dispatch__(func, types, args, kwargs)
 
     op_def.register_torch_dispatch(FunctionalTensorMode, decompose)
+
+
+# aten ops the Inductor inner compiler calls whole (eager's kernel) instead of decomposing, and why.
+KEPT_WHOLE_UNDER_INDUCTOR = {
+    "embedding_dense_backward": (
+        "Inductor's decomposition adds every token's gradient into an fp32 [V, H] buffer by atomics, then casts it: "
+        "2 GiB at a 128K x 4096 vocabulary, and an order that changes from run to run. Eager's CUDA kernel sorts the "
+        "indices, sums each row's tokens (fp32) and writes the [V, H] gradient in its dtype: the memory of the "
+        "gradient alone, the same sums every run."),
+}
+
+
+def inductor_decompositions() -> dict:
+    """Inductor's decomposition table without the ops of KEPT_WHOLE_UNDER_INDUCTOR, which Inductor then calls as
+    extern kernels (its implicit fallback)."""
+    import torch
+    from torch._inductor.decomposition import select_decomp_table
+
+    kept = {getattr(torch.ops.aten, name).default for name in KEPT_WHOLE_UNDER_INDUCTOR}
+    return {op: fn for op, fn in select_decomp_table().items() if op not in kept}

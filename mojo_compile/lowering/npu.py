@@ -15,8 +15,10 @@ masks mean the opposite of ours: True = masked out. Plain causal is sparse_mode 
 compressed 2048 x 2048 mask; positions, windows and mask tensors become one explicit bool mask (sparse_mode 0).
 Rows left with no key get the op's zeros and -inf by a where on the device, whatever FIA returns for them.
 
-Backward ops have no entry here: they run on the torch reference (logged once). None of this has run on an NPU
-here; tests/test_npu.py checks every mapping against stand-ins that implement the documented semantics.
+Backward ops have no entry here: they run on the torch reference (logged once). The cross-entropy loss and its
+backward are listed with the torch reference as their implementation (no torch_npu op is mapped yet). None of
+this has run on an NPU here; tests/test_npu.py checks every mapping against stand-ins that implement the
+documented semantics.
 """
 from __future__ import annotations
 
@@ -152,7 +154,22 @@ def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     return out.contiguous(), lse
 
 
+def _npu_tensors(logits, *rest):
+    return None if logits.device.type == "npu" else f"torch_npu runs on npu tensors, not {logits.device.type}"
+
+
 TABLE = {
+    # The losses run the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
+    # mapped to it yet. Listed so that the report names torch_npu, not a fallback.
+    "cross_entropy": Impl(reference.cross_entropy, _npu_tensors, reference.TABLE["cross_entropy"].traceable),
+    "cross_entropy_backward": Impl(reference.cross_entropy_backward,
+                                   lambda grad_loss, grad_lse, logits, *rest: _npu_tensors(logits),
+                                   reference.TABLE["cross_entropy_backward"].traceable),
+    "linear_cross_entropy": Impl(reference.linear_cross_entropy, _npu_tensors,
+                                 reference.TABLE["linear_cross_entropy"].traceable),
+    "linear_cross_entropy_backward": Impl(reference.linear_cross_entropy_backward,
+                                          lambda grad_loss, grad_lse, hidden, *rest: _npu_tensors(hidden),
+                                          reference.TABLE["linear_cross_entropy_backward"].traceable),
     "attention": Impl(attention, _attention_reason),
     "rope": Impl(rope, _rope_reason),
     "gated_act_fused": Impl(gated_act_fused, _swiglu_reason),

@@ -266,10 +266,172 @@ def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, 
             grad_sinks)
 
 
+# ------------------------------------------------------------------------------------------------ cross entropy
+CHUNK_ELEMENTS = 1 << 24  # fp32 temporaries per chunk of rows (64 MB), where the sizes are static
+
+
+def _row_chunks(*row_tensors):
+    """The tensors (first dim N) split in chunks of rows, so that a [rows, V] fp32 temporary stays at most
+    CHUNK_ELEMENTS; one chunk where N or V is symbolic (Inductor fuses the fp32 math there anyway)."""
+    n, v = row_tensors[0].shape[0], row_tensors[0].shape[-1]
+    if not (isinstance(n, int) and isinstance(v, int)) or n * v <= CHUNK_ELEMENTS:
+        return [row_tensors]
+    rows = max(1, CHUNK_ELEMENTS // max(v, 1))
+    return list(zip(*(t.split(rows) for t in row_tensors)))
+
+
+def cross_entropy_rows(labels, ignore_index, n_classes):
+    """(ignored, bad) per row: the label is ignore_index; the label is neither that nor a class in [0, V)."""
+    ignored = labels == ignore_index
+    return ignored, ~ignored & ((labels < 0) | (labels >= n_classes))
+
+
+def cross_entropy_reduce(row_loss, labels, ignore_index, reduction):
+    """The per-row losses (fp32, 0 on ignored rows) reduced as torch does: deterministic torch ops."""
+    if reduction == "none":
+        return row_loss
+    total = row_loss.sum()
+    if reduction == "sum":
+        return total
+    return total / (labels != ignore_index).sum().to(torch.float32)  # 0 / 0 = NaN when every row is ignored
+
+
+def cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, n_classes):
+    """(a, b), fp32 [N]: dlogits[i, j] = softmax(logits)[i, j] * a[i] - (j == labels[i]) * b[i]. b is the loss's
+    gradient per row (0 on ignored rows, NaN on rows with a label out of range), a adds the gradient of lse."""
+    ignored, bad = cross_entropy_rows(labels, ignore_index, n_classes)
+    g = grad_loss.float()
+    if reduction == "mean":
+        g = g / (~ignored).sum().to(torch.float32)
+    g = torch.where(ignored, 0.0, torch.where(bad, float("nan"), g.expand(labels.shape)))
+    return (g if grad_lse is None else g + grad_lse.float()), g
+
+
+def cross_entropy(logits, labels, ignore_index, reduction):
+    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
+    bounds; a row with a bad label is NaN)."""
+    v = logits.shape[1]
+    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in _row_chunks(logits)])
+    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
+    picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
+    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
+
+
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    """(softmax - onehot) * g in fp32, per chunk of rows, rounded once to the logits' dtype."""
+    v = logits.shape[1]
+    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    cols = torch.arange(v, device=logits.device)
+    parts = []
+    for x, t, s, a_rows, b_rows in _row_chunks(logits, labels, lse, a, b):
+        pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+        d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
+        parts.append(d.to(logits.dtype))
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+
+
+# ------------------------------------------------------------------------------------- the LM head fused with the loss
+LCE_BLOCKS = None  # (rows, vocabulary columns) per block; None: LCE_ROWS rows, columns to fill CHUNK_ELEMENTS
+LCE_ROWS = 4096
+
+
+def _lce_blocks(hidden, weight):
+    """(row chunks of [0, N), column blocks of [0, V)) as (start, size) lists. One chunk along a symbolic size."""
+    n, v = hidden.shape[0], weight.shape[0]
+    rows, cols = LCE_BLOCKS or (LCE_ROWS, None)
+    if cols is None:
+        cols = max(1, CHUNK_ELEMENTS // rows)
+
+    def spans(size, block):
+        if not isinstance(size, int):
+            return [(0, size)]
+        return [(s, min(block, size - s)) for s in range(0, size, block)] or [(0, 0)]
+    return spans(n, rows), spans(v, cols)
+
+
+def _lce_logits(h, w):
+    """One [rows, cols] block of the logits, rounded as the spelling rounds them: `F.linear(h, w)` in hidden's
+    dtype (the GEMM accumulates in fp32 and rounds once to bf16 / fp16), then `.float()`. Only the K-split of the
+    GEMM may differ from the full [N, V] product's (the same reduction over H per element, another kernel)."""
+    return (h @ w.t()).float()
+
+
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+    """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
+    logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
+    At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
+    asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
+    loss, lse = _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction)
+    dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
+                                           reduction, hidden_grad, weight_grad)
+    return loss, lse, dh, dw
+
+
+def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction):
+    row_spans, col_spans = _lce_blocks(hidden, weight)
+    v = weight.shape[0]
+    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
+    lses, picks = [], []
+    for r0, nr in row_spans:
+        h, t = hidden.narrow(0, r0, nr), labels.narrow(0, r0, nr)
+        lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
+        picked = torch.zeros_like(t, dtype=torch.float32)
+        for c0, nc in col_spans:
+            z = _lce_logits(h, weight.narrow(0, c0, nc))
+            lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
+            idx = t - c0
+            inside = (idx >= 0) & (idx < nc)
+            picked = picked + torch.where(inside, z.gather(1, idx.clamp(0, nc - 1).unsqueeze(1)).squeeze(1), 0.0)
+        lses.append(lse)
+        picks.append(picked)
+    lse, picked = (torch.cat(lses), torch.cat(picks)) if len(lses) > 1 else (lses[0], picks[0])
+    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
+
+
+def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
+                                  hidden_grad, weight_grad):
+    """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
+    loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
+    hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
+      - dlogits_block is rounded to hidden's dtype before the GEMMs, as the cast's backward rounds dlogits;
+      - dhidden += dlogits_block @ W_block and dW_block += dlogits_block.T @ hidden_rows are GEMMs in hidden's
+        dtype (fp32 accumulation inside), each block's partial product rounded to that dtype by the GEMM and summed
+        over blocks in fp32; the sums are rounded once to the dtype at the end. Eager rounds each full GEMM once:
+        ours adds one rounding per vocabulary block (dhidden) / row chunk (dweight) of the partial sums -- exact for
+        fp32, within the tests' "as accurate as eager" bound for bf16. (A GEMM with an fp32 output from bf16 inputs,
+        `torch.mm(out_dtype=)`, would remove it where the device has one: CUDA, not the CPU.)"""
+    row_spans, col_spans = _lce_blocks(hidden, weight)
+    v, dtype = weight.shape[0], hidden.dtype
+    if not (hidden_grad or weight_grad):
+        return hidden.new_zeros((0, hidden.shape[1])), weight.new_zeros((0, weight.shape[1]))
+    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    dh = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if hidden_grad else None
+    dw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight_grad else None
+    for c0, nc in col_spans:
+        w = weight.narrow(0, c0, nc)
+        cols = torch.arange(c0, c0 + nc, device=hidden.device)
+        for r0, nr in row_spans:
+            h = hidden.narrow(0, r0, nr)
+            t, s = labels.narrow(0, r0, nr), lse.narrow(0, r0, nr)
+            a_rows, b_rows = a.narrow(0, r0, nr), b.narrow(0, r0, nr)
+            pa = torch.exp(_lce_logits(h, w) - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+            d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa).to(dtype)
+            if hidden_grad:
+                dh[r0:r0 + nr] += (d @ w).float()
+            if weight_grad:
+                dw[c0:c0 + nc] += (d.t() @ h).float()
+    dh = dh.to(dtype) if hidden_grad else hidden.new_zeros((0, hidden.shape[1]))
+    dw = dw.to(weight.dtype) if weight_grad else weight.new_zeros((0, weight.shape[1]))
+    return dh, dw
+
+
 def _traceable(*args) -> bool:
     return True
 
 
 TABLE = {fn.__name__: Impl(fn, traceable=_traceable) for fn in (
     rms_norm, add_rms_norm, rms_norm_backward, gated_act, gated_act_fused, gated_act_backward, gated_act_fused_backward,
-    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward)}
+    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward, cross_entropy,
+    cross_entropy_backward, linear_cross_entropy, linear_cross_entropy_backward)}

@@ -9,11 +9,12 @@ import torch
 from .. import tuner
 from ..kernels import attention as attn_kernels
 from ..kernels import attention_decode as attn_decode_kernels
+from ..kernels import cross_entropy as ce_kernels
 from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
-from . import log_once
+from . import log_once, reference
 from .table import Impl
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -355,6 +356,152 @@ def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scal
     return _traceable(q, k, v, mask, q_pos, sinks) and choice not in SDPA_KERNELS
 
 
+def _cross_entropy_reason(logits, labels, *rows):
+    reason = _device_reason(logits)
+    if reason:
+        return reason
+    if logits.dtype not in FLOAT_DTYPES or logits.dim() != 2:
+        return f"logits {logits.dtype} {tuple(logits.shape)} are not [N, V] fp16/bf16/fp32"
+    if labels.dtype != torch.int64 or labels.dim() != 1:
+        return f"labels {labels.dtype} {tuple(labels.shape)} are not int64 [N]"
+    if any(t is not None and t.device != logits.device for t in (labels, *rows)):
+        return "inputs on different devices"
+    return None
+
+
+def _supports_cross_entropy(logits, labels, ignore_index, reduction):
+    return _cross_entropy_reason(logits, labels)
+
+
+def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    return _cross_entropy_reason(logits, labels, grad_loss, grad_lse, lse)
+
+
+def cross_entropy(logits, labels, ignore_index, reduction):
+    """The kernel's per-row losses and lse, reduced over rows by torch (deterministic: no atomics)."""
+    row_loss, lse = ce_kernels.cross_entropy_fwd(logits, labels, ignore_index)
+    return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse
+
+
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+    a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, logits.shape[1])
+    return ce_kernels.cross_entropy_bwd(logits, labels, lse, a, b)
+
+
+def _traceable_cross_entropy(logits, *rest) -> bool:
+    """Only the class count sets the block size: any number of rows (tokens) inlines."""
+    return not rms_kernels.interpreting() and isinstance(logits.shape[1], int)
+
+
+def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> bool:
+    return _traceable_cross_entropy(logits)
+
+
+# ------------------------------------------------------------------------------- the LM head fused with the loss
+LCE_CHUNK_BYTES = 512 << 20  # the logits of one chunk of rows: 2048 rows of a 128K vocabulary in bf16
+LCE_MIN_ROWS = 128  # a chunk's GEMMs stay large enough to run at full rate
+
+
+def _lce_rows(n: int, v: int, dtype: torch.dtype) -> int:
+    """Rows per chunk: as many as fit LCE_CHUNK_BYTES of logits, a multiple of LCE_MIN_ROWS where that many fit."""
+    rows = max(1, LCE_CHUNK_BYTES // max(1, v * torch.finfo(dtype).bits // 8))
+    if rows >= LCE_MIN_ROWS:
+        rows -= rows % LCE_MIN_ROWS
+    return max(1, min(rows, n))
+
+
+def _lce_pass(hidden, weight, labels, ignore_index, lse, row_loss=None, a=None, b=None, dh=None, dw=None):
+    """One pass over the rows of hidden in chunks. Per chunk, its logits by one GEMM in hidden's dtype (what
+    `F.linear(h, W)` computes: fp32 accumulation, rounded once), then
+      - row_loss given: the loss kernel writes the chunk's lse and per-row loss;
+      - a, b given (reference.cross_entropy_row_grads): the backward kernel overwrites the logits with dlogits in
+        their dtype (eager's `.float()` backward rounds dlogits to it too); dh[chunk] = dlogits @ W, one GEMM over
+        the whole vocabulary (rounded once, as eager); dw = dlogits.T @ h, the first chunk written, the next added
+        by the GEMM's epilogue (beta = 1: fp32 sum, rounded to dw's dtype once per chunk -- the one rounding eager
+        does not have; 2 chunks at Llama-3 sizes, none where all rows fit one chunk).
+    The GEMMs are cuBLAS's (torch.mm); the loop order is fixed and nothing is atomic: deterministic."""
+    n, v = hidden.shape[0], weight.shape[0]
+    rows = _lce_rows(n, v, hidden.dtype)
+    weight_t = weight.t()
+    chunk = torch.empty((rows, v), dtype=hidden.dtype, device=hidden.device)  # one buffer for every chunk's logits
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        h, t = hidden[r0:r1], labels[r0:r1]
+        logits = torch.mm(h, weight_t, out=chunk[:r1 - r0])
+        if row_loss is not None:
+            ce_kernels.cross_entropy_fwd(logits, t, ignore_index, out=(row_loss[r0:r1], lse[r0:r1]))
+        if a is None:
+            continue
+        ce_kernels.cross_entropy_bwd(logits, t, lse[r0:r1], a[r0:r1], b[r0:r1], out=logits)
+        if dh is not None:
+            torch.mm(logits, weight, out=dh[r0:r1])
+        if dw is not None:
+            if r0 == 0:
+                torch.mm(logits.t(), h, out=dw)
+            else:
+                dw.addmm_(logits.t(), h)
+
+
+def _lce_grads(hidden, weight, hidden_grad: bool, weight_grad: bool):
+    """(dh, dw) to write into; [0, H] where not asked for. dw starts at zero only where no chunk writes it."""
+    h = hidden.shape[1]
+    dh = torch.empty(hidden.shape, dtype=hidden.dtype, device=hidden.device) if hidden_grad else \
+        hidden.new_empty((0, h))
+    dw = (torch.empty if hidden.shape[0] else torch.zeros)(weight.shape, dtype=weight.dtype, device=weight.device) \
+        if weight_grad else weight.new_empty((0, h))
+    return dh, dw
+
+
+def _lce_reason(hidden, weight, labels, *rows):
+    reason = _device_reason(hidden)
+    if reason:
+        return reason
+    if hidden.dtype not in FLOAT_DTYPES or hidden.dim() != 2 or weight.dtype != hidden.dtype:
+        return f"hidden {hidden.dtype} {tuple(hidden.shape)} / weight {weight.dtype} are not [N, H] fp16/bf16/fp32"
+    if labels.dtype != torch.int64 or labels.dim() != 1:
+        return f"labels {labels.dtype} {tuple(labels.shape)} are not int64 [N]"
+    if any(t is not None and t.device != hidden.device for t in (weight, labels, *rows)):
+        return "inputs on different devices"
+    return None
+
+
+def _supports_linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+    return _lce_reason(hidden, weight, labels)
+
+
+def _supports_linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, *rest):
+    return _lce_reason(hidden, weight, labels, grad_loss, grad_lse, lse)
+
+
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+    """Loss and lse per chunk of rows; with hidden_grad / weight_grad, the gradients for an upstream gradient of 1
+    in the same pass (the chunk's logits become its dlogits): three GEMMs in all."""
+    n, v = hidden.shape[0], weight.shape[0]
+    lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
+    row_loss = torch.empty(n, dtype=torch.float32, device=hidden.device)
+    dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
+    a = b = None
+    if hidden_grad or weight_grad:
+        one = torch.ones((), dtype=torch.float32, device=hidden.device)
+        a, b = reference.cross_entropy_row_grads(one, None, labels, ignore_index, reduction, v)
+    _lce_pass(hidden, weight, labels, ignore_index, lse, row_loss, a, b, dh if hidden_grad else None,
+              dw if weight_grad else None)
+    return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse, dh, dw
+
+
+def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
+                                  hidden_grad, weight_grad):
+    """The logits recomputed per chunk of rows, then as the forward's gradient pass (a fourth GEMM: the path of a
+    per-row loss, a gradient of lse, or a gradient the forward was not asked for)."""
+    dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
+    if hidden_grad or weight_grad:
+        a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
+                                                 weight.shape[0])
+        _lce_pass(hidden, weight, labels, ignore_index, lse, None, a, b, dh if hidden_grad else None,
+                  dw if weight_grad else None)
+    return dh, dw
+
+
 def _traceable(*args) -> bool:
     """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
     a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
@@ -378,4 +525,11 @@ TABLE = {
     "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
     "attention": Impl(attention, _supports_attention, _traceable_attention, _describe_attention),
     "attention_backward": Impl(attention_backward, _supports_attention_backward, _traceable_attention_backward),
+    "cross_entropy": Impl(cross_entropy, _supports_cross_entropy, _traceable_cross_entropy),
+    "cross_entropy_backward": Impl(cross_entropy_backward, _supports_cross_entropy_backward,
+                                   _traceable_cross_entropy_backward),
+    # Not traceable (the default): chunk loops over cuBLAS GEMMs and kernels writing into slices run as they are,
+    # with concrete sizes, where Inductor calls the op.
+    "linear_cross_entropy": Impl(linear_cross_entropy, _supports_linear_cross_entropy),
+    "linear_cross_entropy_backward": Impl(linear_cross_entropy_backward, _supports_linear_cross_entropy_backward),
 }

@@ -34,9 +34,10 @@ log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad", "refuse"]
+           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention")
+BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention", "linear_cross_entropy",
+                   "cross_entropy")
 
 
 class PatternError(ValueError):
@@ -348,6 +349,16 @@ def _is_schema_default(target, key: str, value) -> bool:
 _REFUSAL: dict = {"reason": None, "verdict": None}  # refuse()'s last reason; the last (pattern name, reason or None)
 
 
+_ACCEPTED: dict = {"match": None}
+
+
+def accepted_match():
+    """In a replacement function: the Inductor `Match` being replaced (its extra_check has just accepted it: the
+    matcher replaces each match right after checking it), for a decision the traced values cannot carry -- e.g.
+    whether autograd will want a gradient (needs_grad(match.kwargs[...])). None outside a replacement."""
+    return _ACCEPTED["match"]
+
+
 def refuse(reason: str) -> bool:
     """For an extra_check: `return refuse("why")` leaves the site alone, like `return False`, and says why (the
     near-miss report of an unfused site shows the reason; near_miss.py)."""
@@ -370,6 +381,7 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
     _REFUSAL["verdict"] = (pattern.name, reason)
+    _ACCEPTED["match"] = match if reason is None else None
     if reason is not None:
         log.debug("mojo pattern %s: no match: %s", pattern.name, reason)
         return False
@@ -480,8 +492,12 @@ _GRAD_CUTS = {torch.ops.aten.detach.default, torch.ops.aten.lift_fresh_copy.defa
 
 
 def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
-    """Flag the placeholders (and parameter attributes) whose tensors require grad. The pre-dispatch trace's fake
-    values say requires_grad=False for every input, so checks must ask needs_grad, which reads these flags."""
+    """Flag the placeholders (and parameter attributes) whose tensors require grad, where grad mode is on (Dynamo
+    calls the backend in the caller's grad mode; AOTAutograd reads it too, for a training or an inference graph).
+    The pre-dispatch trace's fake values say requires_grad=False for every input, so checks must ask needs_grad,
+    which reads these flags."""
+    if not torch.is_grad_enabled():
+        return
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     for node, value in zip(placeholders, example_inputs):
         if isinstance(value, torch.Tensor) and value.requires_grad:

@@ -57,8 +57,9 @@ FAMILIES = {
 }
 
 
-# The Mojo ops of one forward graph (2 layers), per family and attention implementation; "unfused" says what is
-# left to Inductor and why (README.md, "What is fused, per family").
+# The Mojo ops of one forward graph (2 layers) without labels, per family and attention implementation (with labels
+# the loss adds one mojo.cross_entropy: expected(..., labels=True)); "unfused" says what is left to Inductor and why
+# (README.md, "What is fused, per family").
 _PRE_NORM = {"mojo.rms_norm": 1, "mojo.add_rms_norm": 4}
 _POST_NORM = {"mojo.rms_norm": 4, "mojo.add_rms_norm": 1}  # norm(branch) then add; the final norm takes the sum
 _ATTN, _ROPE, _QK, _MLP = {"mojo.attention": 2}, {"mojo.rope": 2}, {"mojo.qk_norm_rope": 2}, {"mojo.gated_act": 2}
@@ -116,10 +117,13 @@ def near_misses(family: str, attn: str) -> set:
     return {"attention"} if family == "granite" and attn == "eager" else NEAR_MISSES.get(family, set())
 
 
-def expected(family: str, attn: str) -> dict:
+def expected(family: str, attn: str, labels: bool = False) -> dict:
+    """The Mojo ops of one forward graph; with labels, also the loss (HF's ForCausalLMLoss, every family)."""
     table = dict(EXPECTED[family])
     if family == "granite" and attn == "eager":
         table.pop("mojo.attention")
+    if labels:
+        table["mojo.cross_entropy"] = 1
     return table
 
 

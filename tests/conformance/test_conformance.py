@@ -60,13 +60,13 @@ def padded_batch(batch: int, length: int, side: str):
     return ids, mask, positions
 
 
-def assert_sites(family: str, attn: str):
-    """The first graph compiled (the forward) holds exactly the family's expected Mojo ops, on ttx on a GPU, and a
-    near miss with its closest pattern and reason for each spelling left unfused."""
+def assert_sites(family: str, attn: str, labels: bool = False):
+    """The first graph compiled (the forward) holds exactly the family's expected Mojo ops (and the loss, with
+    labels), on ttx on a GPU, and a near miss with its closest pattern and reason for each spelling left unfused."""
     report = mojo_compile.last_report()
     assert report.graphs, "nothing compiled"
     forward = report.graphs[0]
-    assert dict(forward.counts()) == expected(family, attn), (family, attn, dict(forward.counts()))
+    assert dict(forward.counts()) == expected(family, attn, labels), (family, attn, dict(forward.counts()))
     misses = forward.near_misses
     assert {m.family for m in misses} == near_misses(family, attn), (family, attn, misses)
     assert all(m.pattern and m.reason and not m.reason.startswith("could not explain") for m in misses), misses
@@ -127,8 +127,8 @@ def test_inference_fp32_padded_then_unpadded(family, attn):
 # ------------------------------------------------------------------------------------------------------- training
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_training_bf16_right_padded_every_gradient(family):
-    """bf16, batch 3, length 11, right padding, labels -100 on the padding: loss and every parameter's gradient as
-    accurate as eager's against the fp64 copy."""
+    """bf16, batch 3, length 11, right padding, labels -100 on the padding: loss (one mojo.cross_entropy) and every
+    parameter's gradient as accurate as eager's against the fp64 copy."""
     attn = DEFAULT_ATTN[family]
     model = build(family, torch.bfloat16, attn, DEVICE).train()
     eager_model = copy.deepcopy(model)
@@ -152,7 +152,7 @@ def test_training_bf16_right_padded_every_gradient(family):
         if p64.grad is None or p64.grad.abs().max() == 0:  # unused (e.g. an expert no token was routed to)
             continue
         check_as_accurate(p.grad, grads[name].grad, p64.grad, torch.bfloat16, name)
-    assert_sites(family, attn)
+    assert_sites(family, attn, labels=True)
 
 
 # ------------------------------------------------------------------------------------------- shapes and compilers

@@ -1,0 +1,166 @@
+"""The LM head fused with the loss -> `mojo::linear_cross_entropy` (ops/linear_cross_entropy.py), where the logits
+are nothing but the loss's input:
+
+    loss = F.cross_entropy(F.linear(h, W).float().view(-1, V), t)      (or `h @ W.t()`; `W.T` and
+                                                                         `W.transpose(0, 1)` canonicalise to it)
+
+In the pre-dispatch graph: `linear(h, W)` | `matmul(h, t(W))` -> [`to.dtype(., fp32)`: bf16 / fp16 only; an fp32
+`.float()` is gone after canonicalisation] -> [`view(., [-1, V])`: hidden [..., H]; on [N, H] the view is the same
+shape and canonicalisation drops it] -> `cross_entropy_loss(., labels, weight, reduction, ignore_index,
+label_smoothing)`. One pattern per reduction, spelling (linear / matmul with t) and form (flattened from [..., H]:
+the replacement flattens hidden to [N, H]; or [N, H] as it is), traced for bf16 (with the cast) and fp32.
+
+Registered above the loss on materialised logits (patterns/cross_entropy.py, priority 0), so it wins where it
+applies. It applies only where the logits -- the linear's output and its cast -- have no other user: Inductor's
+matcher rejects a match whose intermediate node is read outside it (a model that also returns the logits), and the
+check below says so too. There the materialised form (mojo::cross_entropy) takes the loss alone.
+
+Refused with a reason (left to the materialised form, which refuses the loss's own reasons again): a class weight,
+label_smoothing != 0, a symbolic ignore_index, labels not int64 [N], hidden not bf16 / fp16 / fp32, a weight of
+another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py (`_cast_reason`): the loss must
+read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the linear itself where it is, with the
+linear's inputs the very nodes the replacement takes. A linear with a bias (`F.linear(h, W, b)`) does not match
+(a third argument): the materialised form fuses the loss alone.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch.fx import Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from . import accepted_match, match_value, needs_grad, refuse, register_pattern
+from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node
+
+aten = torch.ops.aten
+mojo = torch.ops.mojo
+
+SPELLINGS = ("linear", "matmul")
+PRIORITY = 2  # above cross_entropy (0)
+
+
+def _head_reason(match, x, spelling: str):
+    """Why `x` is not the LM head over exactly the bound hidden and weight, or None."""
+    hidden, weight = match.kwargs.get("hidden"), match.kwargs.get("weight")
+    if not isinstance(x, Node):
+        return "the loss does not read the LM head"
+    if spelling == "linear":
+        if x.target is not aten.linear.default or x.args[:2] != (hidden, weight) or \
+                (len(x.args) > 2 and x.args[2] is not None):
+            return "the loss does not read linear(hidden, weight) without a bias"
+    else:
+        t = x.args[1] if x.target is aten.matmul.default and len(x.args) == 2 else None
+        if x.args[0] is not hidden or not (isinstance(t, Node) and t.target is aten.t.default and
+                                          t.args[0] is weight):
+            return "the loss does not read matmul(hidden, weight.t())"
+    return None
+
+
+def _logits_reason(match, loss_input, flatten: bool, spelling: str):
+    """The chain from the loss back to the linear, node by node (the binding trap: patterns/cross_entropy.py,
+    _cast_reason), and no other user of the logits on the way."""
+    x = loss_input
+    chain = []
+    if flatten:
+        if not (isinstance(x, Node) and x.target is aten.view.default):
+            return "the loss does not read a view of the logits"
+        chain.append(x)
+        x = x.args[0]
+    value = match_value(match, "hidden")
+    if value is not None and value.dtype != torch.float32:
+        if not (isinstance(x, Node) and x.target is aten.to.dtype and len(x.args) == 2
+                and x.args[1] == torch.float32):
+            return f"the loss reads {value.dtype} logits without the cast to fp32"
+        chain.append(x)
+        x = x.args[0]
+    reason = _head_reason(match, x, spelling)
+    if reason:
+        return reason
+    chain.append(x)
+    for node in chain:  # (the matcher already rejects these; said here so that the report names it)
+        if len(node.users) != 1:
+            return "the logits have another user (the model returns or reads them): they are materialised anyway"
+    return None
+
+
+def _check(match, flatten: bool, spelling: str) -> bool:
+    node = _loss_node(match)
+    if node is None or len(node.args) != 6:
+        return refuse("no cross_entropy_loss node with its arguments written out")
+    inputs, _, class_weight, _, ignore_index, label_smoothing = node.args
+    reason = _logits_reason(match, inputs, flatten, spelling)
+    if reason:
+        return refuse(reason)
+    if class_weight is not None:
+        return refuse("a class weight (the op has none)")
+    if label_smoothing != 0:
+        return refuse(f"label_smoothing={label_smoothing!r} (the op has none)")
+    if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
+        return refuse(f"ignore_index {ignore_index!r} is not a literal int")
+    x, hidden, weight, labels = (inputs.meta.get("val") if isinstance(inputs, Node) else None), \
+        match_value(match, "hidden"), match_value(match, "weight"), match_value(match, "labels")
+    if x is None or hidden is None or weight is None or labels is None:
+        return refuse("hidden, weight or labels have no tensor value")
+    if x.dim() != 2:
+        return refuse(f"the loss reads {x.dim()}-D logits {list(x.shape)}, not [N, V]")
+    if hidden.dtype not in LOGIT_DTYPES:
+        return refuse(f"hidden is {hidden.dtype}, not bf16 / fp16 / fp32")
+    if hidden.dim() < 2 or (not flatten and hidden.dim() != 2):
+        return refuse(f"hidden {list(hidden.shape)} is not [..., H]")
+    if weight.dim() != 2 or weight.dtype != hidden.dtype:
+        return refuse(f"weight {weight.dtype} {list(weight.shape)} is not [V, H] in hidden's dtype")
+    if labels.dtype.is_floating_point:
+        return refuse(f"a float target {labels.dtype} (class probabilities), not class indices")
+    if labels.dtype != torch.int64:
+        return refuse(f"labels are {labels.dtype}, not int64")
+    if labels.dim() != 1 or not statically_known_true(labels.shape[0] == x.shape[0]):
+        return refuse(f"labels {list(labels.shape)} are not one per row of the logits {list(x.shape)}")
+    if statically_known_true(weight.shape[0] == 0):
+        return refuse("a weight with no rows (no classes)")
+    return True
+
+
+def _gradients_wanted(reduction: str) -> tuple[bool, bool]:
+    """Which gradients the op computes in its forward (ops/linear_cross_entropy.py): those autograd may want, of a
+    scalar loss. A superset costs work, not correctness (a frozen head that needs_grad wrongly calls trainable
+    computes a dweight nobody reads); a gradient left out is recomputed in the backward."""
+    match = accepted_match()
+    if reduction == "none" or match is None:
+        return False, False
+    return needs_grad(match.kwargs.get("hidden")), needs_grad(match.kwargs.get("weight"))
+
+
+def _forms(reduction: str, flatten: bool, spelling: str):
+    def search(hidden, weight, labels, class_weight, ignore_index, label_smoothing):
+        x = F.linear(hidden, weight) if spelling == "linear" else hidden @ weight.t()
+        x = x.float()
+        if flatten:
+            x = x.view(-1, weight.shape[0])
+        return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
+                               label_smoothing=label_smoothing)
+
+    def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing):
+        h = hidden.reshape(-1, hidden.shape[-1]) if flatten else hidden
+        hidden_grad, weight_grad = _gradients_wanted(reduction)
+        return mojo.linear_cross_entropy(h, weight, labels, ignore_index, reduction, hidden_grad, weight_grad)[0]
+
+    return search, replace
+
+
+def _examples(flatten: bool) -> list[tuple]:
+    shape = (2, 3, 8) if flatten else (6, 8)
+    labels, class_weight = torch.randint(0, 16, (6,)), torch.rand(16)
+    return [(torch.randn(*shape, dtype=dtype), torch.randn(16, 8, dtype=dtype), labels, class_weight)
+            for dtype in (torch.bfloat16, torch.float32)]
+
+
+for _reduction in REDUCTIONS:
+    for _flatten in (True, False):
+        for _spelling in SPELLINGS:
+            register_pattern(f"linear_cross_entropy.{_spelling}.{_reduction}" + ("" if _flatten else ".rows"),
+                             *_forms(_reduction, _flatten, _spelling), _examples(_flatten),
+                             scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING},
+                             extra_check=functools.partial(_check, flatten=_flatten, spelling=_spelling),
+                             priority=PRIORITY, family="linear_cross_entropy", lazy=True)
