@@ -1,6 +1,7 @@
 """Under the Inductor inner compiler, the embedding's backward is eager's kernel (lowering.KEPT_WHOLE_UNDER_INDUCTOR),
 not Inductor's decomposition (an fp32 [V, H] buffer filled by atomics): the generated backward calls
-aten.embedding_dense_backward, and the gradient is eager's bit for bit -- bf16, repeated tokens, a padding index."""
+mojo.embedding_dense_backward (which runs aten's), and the gradient is eager's bit for bit -- bf16, repeated tokens,
+a padding index."""
 import torch
 from torch._inductor.utils import run_and_get_code
 
@@ -23,6 +24,6 @@ def test_embedding_backward_is_eagers_kernel():
     got = emb.weight.grad.clone()
     emb.weight.grad = None
     loss(ids).backward()
-    assert any("aten.embedding_dense_backward.default(" in code for code in codes)
+    assert any("torch.ops.mojo.embedding_dense_backward.default(" in code for code in codes)
     assert torch.equal(got, emb.weight.grad)
     assert torch.equal(got[0], torch.zeros_like(got[0])) and got[7].abs().sum() > 0

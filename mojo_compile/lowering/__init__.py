@@ -22,6 +22,8 @@ import importlib
 import logging
 from typing import Callable, Optional
 
+import torch
+
 from ..kernels.common import NotInlinable
 from . import reference
 from .table import Impl
@@ -187,11 +189,28 @@ KEPT_WHOLE_UNDER_INDUCTOR = {
 }
 
 
+# A custom op, not the aten op left undecomposed: Inductor has its own decomposition of it and (torch 2.11) refuses
+# to fall back on an op it has one for; a custom op it always calls as an extern kernel.
+@torch.library.custom_op("mojo::embedding_dense_backward", mutates_args=())
+def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int, padding_idx: int,
+                             scale_grad_by_freq: bool) -> torch.Tensor:
+    """aten.embedding_dense_backward, eager's kernel."""
+    return torch.ops.aten.embedding_dense_backward.default(grad_output, indices, num_weights, padding_idx,
+                                                           scale_grad_by_freq)
+
+
+@embedding_dense_backward.register_fake
+def _(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    return grad_output.new_empty((num_weights, *grad_output.shape[indices.dim():]))
+
+
+def _embedding_dense_backward_whole(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    return embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+
+
 def inductor_decompositions() -> dict:
-    """Inductor's decomposition table without the ops of KEPT_WHOLE_UNDER_INDUCTOR, which Inductor then calls as
-    extern kernels (its implicit fallback)."""
-    import torch
+    """Inductor's decomposition table, with the ops of KEPT_WHOLE_UNDER_INDUCTOR decomposed into custom ops that
+    call their eager kernels (Inductor launches those as extern kernels)."""
     from torch._inductor.decomposition import select_decomp_table
 
-    kept = {getattr(torch.ops.aten, name).default for name in KEPT_WHOLE_UNDER_INDUCTOR}
-    return {op: fn for op, fn in select_decomp_table().items() if op not in kept}
+    return {**select_decomp_table(), torch.ops.aten.embedding_dense_backward.default: _embedding_dense_backward_whole}
