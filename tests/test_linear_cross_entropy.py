@@ -227,20 +227,21 @@ def test_opcheck(target):
     for reduction, grads in (("mean", (True, True)), ("sum", (False, True)), ("mean", (False, False)),
                              ("none", (False, False))):
         torch.library.opcheck(mojo.linear_cross_entropy.default,
-                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, target))
+                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, 0.0, target))
+    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "sum", True, True, 3.0, target))
 
 
 @pytest.fixture
 def forward_grads(monkeypatch):
-    """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs, and ("recomputed", ...) of each
-    backward that recomputes the logits."""
+    """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs (the arguments before softcap),
+    and ("recomputed", ...) of each backward that recomputes the logits."""
     seen, call = [], lowering.call
 
     def spy(name, target, *args):
         if name == "linear_cross_entropy":
-            seen.append(tuple(args[-2:]))
+            seen.append(tuple(args[-3:-1]))
         if name == "linear_cross_entropy_backward":
-            seen.append(("recomputed", *args[-2:]))
+            seen.append(("recomputed", *args[-3:-1]))
         return call(name, target, *args)
     monkeypatch.setattr(lowering, "call", spy)
     return seen
@@ -304,3 +305,39 @@ def test_gradient_of_lse_recomputes(target):
     (F.cross_entropy(logits, t) + torch.logsumexp(logits, -1).sum()).backward()
     assert torch.allclose(hh.grad.double(), h64.grad, rtol=1e-4, atol=1e-6)
     assert torch.allclose(ww.grad.double(), w64.grad, rtol=1e-4, atol=1e-6)
+
+
+def softcapped_loss(c_div, c_mul, reduction="mean"):
+    """HF Gemma2's spelling: lm_head, `/ c`, tanh, `* c`, then the causal-LM loss on the flattened fp32 logits."""
+    def fn(h, w, t):
+        x = torch.tanh(F.linear(h, w) / c_div) * c_mul
+        return F.cross_entropy(x.float().view(-1, w.shape[0]), t, reduction=reduction)
+    return fn
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softcap_as_accurate_as_eager(target, dtype, reduction):
+    """Gemma2's final softcap between head and loss: fused (the softcap inside the op), loss, dhidden and dweight
+    as accurate as eager against fp64. c = 3 with logits of scale ~4: the tanh saturates part of them."""
+    fn = softcapped_loss(3.0, 3.0, reduction)
+    h, w, t = inputs(dtype, "linear")
+    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
+    assert sites() == [(f"linear_cross_entropy.softcap.{reduction}", "mojo.linear_cross_entropy")]
+    eager = run(fn, h, w, t, grad)
+    exact = run(fn, h.double(), w.double(), t, grad.double())
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
+    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_softcap_of_two_constants_is_not_fused(target):
+    """`/ 3` then `* 2` is no softcap: the head is not fused (the loss on the materialised logits is)."""
+    fn = softcapped_loss(3.0, 2.0)
+    h, w, t = inputs(torch.bfloat16, "linear")
+    loss = compile_mojo(fn, target)(h, w, t)
+    assert [op for _, op in sites()] == ["mojo.cross_entropy"]
+    assert torch.allclose(loss, fn(h, w, t), rtol=1e-3)

@@ -350,25 +350,36 @@ def _lce_blocks(hidden, weight):
     return spans(n, rows), spans(v, cols)
 
 
-def _lce_logits(h, w):
-    """One [rows, cols] block of the logits, rounded as the spelling rounds them: `F.linear(h, w)` in hidden's
-    dtype (the GEMM accumulates in fp32 and rounds once to bf16 / fp16), then `.float()`. Only the K-split of the
-    GEMM may differ from the full [N, V] product's (the same reduction over H per element, another kernel)."""
-    return (h @ w.t()).float()
+def _lce_logits(raw, softcap: float):
+    """A block of the logits from its GEMM output `raw` = `F.linear(h, w)` in hidden's dtype (the GEMM accumulates
+    in fp32 and rounds once to bf16 / fp16; only its K-split may differ from the full [N, V] product's), rounded as
+    the spelling rounds them: a final softcap (Gemma2's `z / c`, `tanh`, `* c`, each rounded to that dtype as eager's
+    ops round), then `.float()`."""
+    return (torch.tanh(raw / softcap) * softcap if softcap else raw).float()
 
 
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+def _lce_dlogits(d, raw, softcap: float):
+    """The gradient at the GEMM's output from the fp32 gradient d of the block's logits, rounded as eager's backward
+    rounds it: `.float()`'s backward rounds d to hidden's dtype; a softcap's `* c`, `tanh` and `/ c` backwards each
+    round again."""
+    d = d.to(raw.dtype)
+    if softcap:
+        d = torch.ops.aten.tanh_backward(d * softcap, torch.tanh(raw / softcap)) / softcap
+    return d
+
+
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
     logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
     At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
     asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
-    loss, lse = _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction)
+    loss, lse = _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap)
     dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
-                                           reduction, hidden_grad, weight_grad)
+                                           reduction, hidden_grad, weight_grad, softcap)
     return loss, lse, dh, dw
 
 
-def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction):
+def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap):
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v = weight.shape[0]
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)
@@ -378,7 +389,7 @@ def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction):
         lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
         picked = torch.zeros_like(t, dtype=torch.float32)
         for c0, nc in col_spans:
-            z = _lce_logits(h, weight.narrow(0, c0, nc))
+            z = _lce_logits(h @ weight.narrow(0, c0, nc).t(), softcap)
             lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
             idx = t - c0
             inside = (idx >= 0) & (idx < nc)
@@ -391,7 +402,7 @@ def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction):
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad):
+                                  hidden_grad, weight_grad, softcap):
     """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
     loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
     hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
@@ -416,8 +427,9 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
             h = hidden.narrow(0, r0, nr)
             t, s = labels.narrow(0, r0, nr), lse.narrow(0, r0, nr)
             a_rows, b_rows = a.narrow(0, r0, nr), b.narrow(0, r0, nr)
-            pa = torch.exp(_lce_logits(h, w) - s.unsqueeze(1)) * a_rows.unsqueeze(1)
-            d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa).to(dtype)
+            raw = h @ w.t()
+            pa = torch.exp(_lce_logits(raw, softcap) - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+            d = _lce_dlogits(torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa), raw, softcap)
             if hidden_grad:
                 dh[r0:r0 + nr] += (d @ w).float()
             if weight_grad:

@@ -402,15 +402,16 @@ LCE_CHUNK_BYTES = 512 << 20  # the logits of one chunk of rows: 2048 rows of a 1
 LCE_MIN_ROWS = 128  # a chunk's GEMMs stay large enough to run at full rate
 
 
-def _lce_rows(n: int, v: int, dtype: torch.dtype) -> int:
-    """Rows per chunk: as many as fit LCE_CHUNK_BYTES of logits, a multiple of LCE_MIN_ROWS where that many fit."""
-    rows = max(1, LCE_CHUNK_BYTES // max(1, v * torch.finfo(dtype).bits // 8))
+def _lce_rows(n: int, v: int, dtype: torch.dtype, buffers: int) -> int:
+    """Rows per chunk: as many as fit LCE_CHUNK_BYTES of logits in `buffers` chunk buffers, a multiple of
+    LCE_MIN_ROWS where that many fit."""
+    rows = max(1, LCE_CHUNK_BYTES // max(1, buffers * v * torch.finfo(dtype).bits // 8))
     if rows >= LCE_MIN_ROWS:
         rows -= rows % LCE_MIN_ROWS
     return max(1, min(rows, n))
 
 
-def _lce_pass(hidden, weight, labels, ignore_index, lse, row_loss=None, a=None, b=None, dh=None, dw=None):
+def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None, a=None, b=None, dh=None, dw=None):
     """One pass over the rows of hidden in chunks. Per chunk, its logits by one GEMM in hidden's dtype (what
     `F.linear(h, W)` computes: fp32 accumulation, rounded once), then
       - row_loss given: the loss kernel writes the chunk's lse and per-row loss;
@@ -419,20 +420,29 @@ def _lce_pass(hidden, weight, labels, ignore_index, lse, row_loss=None, a=None, 
         the whole vocabulary (rounded once, as eager); dw = dlogits.T @ h, the first chunk written, the next added
         by the GEMM's epilogue (beta = 1: fp32 sum, rounded to dw's dtype once per chunk -- the one rounding eager
         does not have; 2 chunks at Llama-3 sizes, none where all rows fit one chunk).
+    A softcap c (Gemma2) takes a second chunk buffer (the chunks halve): the GEMM's output becomes tanh(z / c) in
+    place, the logits are that times c, and dlogits go back through `* c`, tanh's backward and `/ c` -- torch's
+    elementwise ops in hidden's dtype, each rounding as eager's op does.
     The GEMMs are cuBLAS's (torch.mm); the loop order is fixed and nothing is atomic: deterministic."""
     n, v = hidden.shape[0], weight.shape[0]
-    rows = _lce_rows(n, v, hidden.dtype)
+    rows = _lce_rows(n, v, hidden.dtype, 2 if softcap else 1)
     weight_t = weight.t()
     chunk = torch.empty((rows, v), dtype=hidden.dtype, device=hidden.device)  # one buffer for every chunk's logits
+    capped = torch.empty_like(chunk) if softcap else None
     for r0 in range(0, n, rows):
         r1 = min(n, r0 + rows)
         h, t = hidden[r0:r1], labels[r0:r1]
         logits = torch.mm(h, weight_t, out=chunk[:r1 - r0])
+        if softcap:
+            tanh = logits.div_(softcap).tanh_()
+            logits = torch.mul(tanh, softcap, out=capped[:r1 - r0])
         if row_loss is not None:
             ce_kernels.cross_entropy_fwd(logits, t, ignore_index, out=(row_loss[r0:r1], lse[r0:r1]))
         if a is None:
             continue
         ce_kernels.cross_entropy_bwd(logits, t, lse[r0:r1], a[r0:r1], b[r0:r1], out=logits)
+        if softcap:
+            torch.ops.aten.tanh_backward.grad_input(logits.mul_(softcap), tanh, grad_input=logits).div_(softcap)
         if dh is not None:
             torch.mm(logits, weight, out=dh[r0:r1])
         if dw is not None:
@@ -465,7 +475,8 @@ def _lce_reason(hidden, weight, labels, *rows):
     return None
 
 
-def _supports_linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+def _supports_linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad,
+                                   softcap):
     return _lce_reason(hidden, weight, labels)
 
 
@@ -473,7 +484,7 @@ def _supports_linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight,
     return _lce_reason(hidden, weight, labels, grad_loss, grad_lse, lse)
 
 
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad):
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap):
     """Loss and lse per chunk of rows; with hidden_grad / weight_grad, the gradients for an upstream gradient of 1
     in the same pass (the chunk's logits become its dlogits): three GEMMs in all."""
     n, v = hidden.shape[0], weight.shape[0]
@@ -484,20 +495,20 @@ def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden
     if hidden_grad or weight_grad:
         one = torch.ones((), dtype=torch.float32, device=hidden.device)
         a, b = reference.cross_entropy_row_grads(one, None, labels, ignore_index, reduction, v)
-    _lce_pass(hidden, weight, labels, ignore_index, lse, row_loss, a, b, dh if hidden_grad else None,
+    _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss, a, b, dh if hidden_grad else None,
               dw if weight_grad else None)
     return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse, dh, dw
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad):
+                                  hidden_grad, weight_grad, softcap):
     """The logits recomputed per chunk of rows, then as the forward's gradient pass (a fourth GEMM: the path of a
     per-row loss, a gradient of lse, or a gradient the forward was not asked for)."""
     dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
     if hidden_grad or weight_grad:
         a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
                                                  weight.shape[0])
-        _lce_pass(hidden, weight, labels, ignore_index, lse, None, a, b, dh if hidden_grad else None,
+        _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, None, a, b, dh if hidden_grad else None,
                   dw if weight_grad else None)
     return dh, dw
 

@@ -8,7 +8,10 @@ In the pre-dispatch graph: `linear(h, W)` | `matmul(h, t(W))` -> [`to.dtype(., f
 `.float()` is gone after canonicalisation] -> [`view(., [-1, V])`: hidden [..., H]; on [N, H] the view is the same
 shape and canonicalisation drops it] -> `cross_entropy_loss(., labels, weight, reduction, ignore_index,
 label_smoothing)`. One pattern per reduction, spelling (linear / matmul with t) and form (flattened from [..., H]:
-the replacement flattens hidden to [N, H]; or [N, H] as it is), traced for bf16 (with the cast) and fp32.
+the replacement flattens hidden to [N, H]; or [N, H] as it is), traced for bf16 (with the cast) and fp32. With a
+final logit softcap (Gemma2 / Gemma3: `lm_head(h) / c`, `tanh`, `* c` before the cast): one more pattern per
+reduction, HF's spelling only (linear, flattened); the check requires the division and the multiplication to use
+one literal c > 0.
 
 Registered above the loss on materialised logits (patterns/cross_entropy.py, priority 0), so it wins where it
 applies. It applies only where the logits -- the linear's output and its cast -- have no other user: Inductor's
@@ -38,6 +41,7 @@ aten = torch.ops.aten
 mojo = torch.ops.mojo
 
 SPELLINGS = ("linear", "matmul")
+SOFTCAP = 29.5  # the softcap's trace value: distinct from the other literals of the traced pattern
 PRIORITY = 2  # above cross_entropy (0)
 
 
@@ -58,7 +62,22 @@ def _head_reason(match, x, spelling: str):
     return None
 
 
-def _logits_reason(match, loss_input, flatten: bool, spelling: str):
+def _softcap_of(x):
+    """(the node under `mul(tanh(div(z, c)), c)`, c), or (None, why not)."""
+    if not (isinstance(x, Node) and x.target is aten.mul.Tensor and len(x.args) == 2):
+        return None, "no final softcap `* c` between the head and the loss"
+    tanh, c = x.args
+    if not (isinstance(tanh, Node) and tanh.target is aten.tanh.default):
+        return None, "the softcap does not multiply a tanh"
+    div = tanh.args[0]
+    if not (isinstance(div, Node) and div.target is aten.div.Tensor and len(div.args) == 2 and not div.kwargs):
+        return None, "the softcap's tanh does not read `z / c`"
+    if not (isinstance(c, float) and div.args[1] == c and 0 < c < float("inf")):
+        return None, f"the softcap divides by {div.args[1]!r} and multiplies by {c!r}: not one finite c > 0"
+    return div.args[0], c
+
+
+def _logits_reason(match, loss_input, flatten: bool, spelling: str, softcap: bool = False):
     """The chain from the loss back to the linear, node by node (the binding trap: patterns/cross_entropy.py,
     _cast_reason), and no other user of the logits on the way."""
     x = loss_input
@@ -75,6 +94,12 @@ def _logits_reason(match, loss_input, flatten: bool, spelling: str):
             return f"the loss reads {value.dtype} logits without the cast to fp32"
         chain.append(x)
         x = x.args[0]
+    if softcap:
+        under, c = _softcap_of(x)
+        if under is None:
+            return c
+        chain += [x, x.args[0], x.args[0].args[0]]
+        x = under
     reason = _head_reason(match, x, spelling)
     if reason:
         return reason
@@ -85,12 +110,12 @@ def _logits_reason(match, loss_input, flatten: bool, spelling: str):
     return None
 
 
-def _check(match, flatten: bool, spelling: str) -> bool:
+def _check(match, flatten: bool, spelling: str, softcap: bool = False) -> bool:
     node = _loss_node(match)
     if node is None or len(node.args) != 6:
         return refuse("no cross_entropy_loss node with its arguments written out")
     inputs, _, class_weight, _, ignore_index, label_smoothing = node.args
-    reason = _logits_reason(match, inputs, flatten, spelling)
+    reason = _logits_reason(match, inputs, flatten, spelling, softcap)
     if reason:
         return refuse(reason)
     if class_weight is not None:
@@ -149,6 +174,22 @@ def _forms(reduction: str, flatten: bool, spelling: str):
     return search, replace
 
 
+def _softcap_forms(reduction: str):
+    """HF's spelling with Gemma2 / Gemma3's final logit softcap: `lm_head(h) / c`, `tanh`, `* c`, then the loss."""
+    def search(hidden, weight, labels, class_weight, ignore_index, label_smoothing, softcap):
+        x = torch.tanh(F.linear(hidden, weight) / softcap) * softcap
+        x = x.float().view(-1, weight.shape[0])
+        return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
+                               label_smoothing=label_smoothing)
+
+    def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing, softcap):
+        hidden_grad, weight_grad = _gradients_wanted(reduction)
+        return mojo.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), weight, labels, ignore_index,
+                                         reduction, hidden_grad, weight_grad, softcap)[0]
+
+    return search, replace
+
+
 def _examples(flatten: bool) -> list[tuple]:
     shape = (2, 3, 8) if flatten else (6, 8)
     labels, class_weight = torch.randint(0, 16, (6,)), torch.rand(16)
@@ -164,3 +205,7 @@ for _reduction in REDUCTIONS:
                              scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING},
                              extra_check=functools.partial(_check, flatten=_flatten, spelling=_spelling),
                              priority=PRIORITY, family="linear_cross_entropy", lazy=True)
+    register_pattern(f"linear_cross_entropy.softcap.{_reduction}", *_softcap_forms(_reduction), _examples(True),
+                     scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING, "softcap": SOFTCAP},
+                     extra_check=functools.partial(_check, flatten=True, spelling="linear", softcap=True),
+                     priority=PRIORITY, family="linear_cross_entropy", lazy=True)
