@@ -341,3 +341,35 @@ def test_softcap_of_two_constants_is_not_fused(target):
     loss = compile_mojo(fn, target)(h, w, t)
     assert [op for _, op in sites()] == ["mojo.cross_entropy"]
     assert torch.allclose(loss, fn(h, w, t), rtol=1e-3)
+
+
+def test_second_order_gradient_is_an_error():
+    """A gradient of the forward's gradients (create_graph=True, then backward) raises, as every Mojo op's
+    backward does, rather than dropping the term through the forward's gradient outputs."""
+    h, w, t = inputs(torch.float32, "matmul")
+    h.requires_grad_()
+    loss = mojo.linear_cross_entropy(h, w, t, -100, "mean", True, False, target="torch")[0]
+    (dh,) = torch.autograd.grad(loss, (h,), create_graph=True)
+    with pytest.raises(RuntimeError, match="second-order"):
+        dh.square().sum().backward()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_enable_grad_inside_no_grad(target, forward_grads):
+    """Compiled under no_grad, a loss inside `with torch.enable_grad()` still wants its gradients: they are
+    computed in the forward, and autograd gets eager's."""
+    fn = head_loss("linear", "sum")
+    h, w, t = inputs(torch.float32, "linear")
+    hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+
+    def step(h, w, t):
+        with torch.enable_grad():
+            return fn(h, w, t)
+    with torch.no_grad():
+        loss = compile_mojo(step, target)(hh, ww, t)
+    loss.backward()
+    assert forward_grads == [(True, True)]
+    hr, wr = h.clone().requires_grad_(), w.clone().requires_grad_()
+    fn(hr, wr, t).backward()
+    assert torch.allclose(hh.grad, hr.grad, rtol=1e-4, atol=1e-6) and torch.allclose(ww.grad, wr.grad, rtol=1e-4,
+                                                                                      atol=1e-6)

@@ -117,10 +117,13 @@ def _setup(ctx, inputs, output):
     ctx.target = target
 
 
-def _backward(ctx, grad_loss, grad_lse, _grad_dh, _grad_dw):
+def _backward(ctx, grad_loss, grad_lse, grad_dh_unit, grad_dw_unit):
     """The forward's gradients scaled by grad_loss where it computed them and lse has no gradient; the rest
-    recomputed blockwise. (The forward's own gradient outputs are not differentiable: their gradients are
-    ignored -- a second-order gradient through the loss is not supported, as in Liger and CCE.)"""
+    recomputed blockwise. A gradient reaching the forward's gradient outputs is a second-order gradient through the
+    loss (create_graph=True): an error, as for every Mojo op's backward, never a silently dropped term."""
+    if grad_dh_unit is not None or grad_dw_unit is not None:
+        raise RuntimeError("mojo.linear_cross_entropy: second-order gradients (a gradient of its gradients) are "
+                           "not supported")
     hidden, weight, labels, lse, dh_unit, dw_unit = ctx.saved_tensors
     want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     if grad_loss is None:

@@ -496,8 +496,9 @@ def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
     calls the backend in the caller's grad mode; AOTAutograd reads it too, for a training or an inference graph).
     The pre-dispatch trace's fake values say requires_grad=False for every input, so checks must ask needs_grad,
     which reads these flags."""
-    if not torch.is_grad_enabled():
-        return
+    if not torch.is_grad_enabled() and not gm.graph.find_nodes(op="call_function",
+                                                               target=torch._C._set_grad_enabled):
+        return  # no_grad throughout: no gradient is ever asked for (an enable_grad region inside: flagged as usual)
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     for node, value in zip(placeholders, example_inputs):
         if isinstance(value, torch.Tensor) and value.requires_grad:
