@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 import mojo_compile
 from conftest import DEVICE, KERNEL_TARGET_OK
+from test_cross_entropy import check_as_accurate, compile_mojo
 from mojo_compile import lowering
 from mojo_compile.lowering import reference
 from mojo_compile.lowering import triton as triton_lowering
 
 mojo = torch.ops.mojo
 TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
-FLOOR = {torch.float32: 1e-6, torch.bfloat16: 2e-3}
 N_ROWS, HID, VOCAB = 12, 32, 517
 
 
@@ -26,19 +26,6 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(reference, "LCE_BLOCKS", (5, 128))
     monkeypatch.setattr(triton_lowering, "LCE_CHUNK_BYTES", 5 * VOCAB * 2)
 
-
-def rel(a, b) -> float:
-    a, b = a.detach().double().cpu(), b.detach().double().cpu()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def check_as_accurate(got, eager, exact, dtype, what):
-    err, eager_err = rel(got, exact), rel(eager, exact)
-    assert err <= 2 * eager_err + FLOOR[dtype], (what, err, eager_err)
-
-
-def compile_mojo(fn, target):
-    return torch.compile(fn, backend="mojo", options={"inner_compiler": "eager", "target": target})
 
 
 def sites():
@@ -343,15 +330,23 @@ def test_softcap_of_two_constants_is_not_fused(target):
     assert torch.allclose(loss, fn(h, w, t), rtol=1e-3)
 
 
-def test_second_order_gradient_is_an_error():
-    """A gradient of the forward's gradients (create_graph=True, then backward) raises, as every Mojo op's
-    backward does, rather than dropping the term through the forward's gradient outputs."""
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_second_order_gradient(target, reduction):
+    """A gradient of the gradients (create_graph=True, then backward): eager's Hessian-vector products, through
+    the reference's differentiable loss (the forward's scaled gradients would drop the terms through them)."""
+    fn = head_loss("matmul", reduction)
     h, w, t = inputs(torch.float32, "matmul")
-    h.requires_grad_()
-    loss = mojo.linear_cross_entropy(h, w, t, -100, "mean", True, False, target="torch")[0]
-    (dh,) = torch.autograd.grad(loss, (h,), create_graph=True)
-    with pytest.raises(RuntimeError, match="second-order"):
-        dh.square().sum().backward()
+    grad = torch.rand(N_ROWS if reduction == "none" else (), device=DEVICE) + 0.5
+    got = []
+    for f in (compile_mojo(fn, target), fn):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        dh, dw = torch.autograd.grad(f(hh, ww, t), (hh, ww), grad, create_graph=True)
+        (dh.square().sum() + (dw * dw.detach().sign()).sum()).backward()
+        got.append((dh.detach(), hh.grad, ww.grad))
+    assert sites() == [(f"linear_cross_entropy.matmul.{reduction}.rows", "mojo.linear_cross_entropy")]
+    for a, b in zip(*got):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)  # fp32: blockwise sums against eager's
 
 
 @pytest.mark.parametrize("target", TARGETS)

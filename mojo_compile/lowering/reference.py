@@ -373,13 +373,14 @@ def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden
     logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
     At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
     asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
-    loss, lse = _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap)
+    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap)
     dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
                                            reduction, hidden_grad, weight_grad, softcap)
     return loss, lse, dh, dw
 
 
-def _linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap):
+def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap):
+    """(loss, lse) blockwise in torch ops, differentiable (the ops' backward of a second order uses it)."""
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v = weight.shape[0]
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)

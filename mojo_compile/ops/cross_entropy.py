@@ -41,10 +41,15 @@ def _check(logits: Tensor, labels: Tensor, reduction: str, target: str) -> None:
                          f"{tuple(logits.shape)}")
     if logits.shape[1] == 0:
         raise ValueError("mojo cross_entropy: logits have no classes (V = 0)")
-    if labels.dtype != torch.int64 or labels.dim() != 1 or labels.shape[0] != logits.shape[0]:
-        raise ValueError(f"mojo cross_entropy: labels must be int64 [N] = [{logits.shape[0]}], got {labels.dtype} "
-                         f"{tuple(labels.shape)}")
+    check_labels("cross_entropy", labels, logits.shape[0])
     lowering.check_target_name(target)
+
+
+def check_labels(op: str, labels: Tensor, rows) -> None:
+    """Class indices, one per row: int64 [rows] (shared with ops/linear_cross_entropy.py)."""
+    if labels.dtype != torch.int64 or labels.dim() != 1 or labels.shape[0] != rows:
+        raise ValueError(f"mojo {op}: labels must be int64 [N] = [{rows}], got {labels.dtype} "
+                         f"{tuple(labels.shape)}")
 
 
 def _loss_shape(logits: Tensor, reduction: str) -> list:

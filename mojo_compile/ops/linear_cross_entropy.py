@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from .. import lowering
-from .cross_entropy import LOGIT_DTYPES, REDUCTIONS
+from .cross_entropy import LOGIT_DTYPES, REDUCTIONS, check_labels
 
 
 def _check(hidden: Tensor, weight: Tensor, labels: Tensor, reduction: str, softcap: float, target: str) -> None:
@@ -47,9 +47,7 @@ def _check(hidden: Tensor, weight: Tensor, labels: Tensor, reduction: str, softc
                          f"{hidden.dtype}, got {weight.dtype} {tuple(weight.shape)}")
     if weight.shape[0] == 0:
         raise ValueError("mojo linear_cross_entropy: weight has no rows (V = 0)")
-    if labels.dtype != torch.int64 or labels.dim() != 1 or labels.shape[0] != hidden.shape[0]:
-        raise ValueError(f"mojo linear_cross_entropy: labels must be int64 [N] = [{hidden.shape[0]}], got "
-                         f"{labels.dtype} {tuple(labels.shape)}")
+    check_labels("linear_cross_entropy", labels, hidden.shape[0])
     lowering.check_target_name(target)
 
 
@@ -110,6 +108,7 @@ def _setup(ctx, inputs, output):
     hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap, target = inputs
     _, lse, dh_unit, dw_unit = output
     ctx.save_for_backward(hidden, weight, labels, lse, dh_unit, dw_unit)  # nothing [N, V]
+    ctx.mark_non_differentiable(dh_unit, dw_unit)  # what the backward scales, not results to differentiate
     ctx.set_materialize_grads(False)  # an output nobody differentiates: None, not zeros (lse: the scaled path)
     ctx.params = (ignore_index, reduction)
     ctx.softcap = softcap
@@ -117,13 +116,12 @@ def _setup(ctx, inputs, output):
     ctx.target = target
 
 
-def _backward(ctx, grad_loss, grad_lse, grad_dh_unit, grad_dw_unit):
+def _backward(ctx, grad_loss, grad_lse, _grad_dh_unit, _grad_dw_unit):
     """The forward's gradients scaled by grad_loss where it computed them and lse has no gradient; the rest
-    recomputed blockwise. A gradient reaching the forward's gradient outputs is a second-order gradient through the
-    loss (create_graph=True): an error, as for every Mojo op's backward, never a silently dropped term."""
-    if grad_dh_unit is not None or grad_dw_unit is not None:
-        raise RuntimeError("mojo.linear_cross_entropy: second-order gradients (a gradient of its gradients) are "
-                           "not supported")
+    recomputed blockwise. Under create_graph=True (grad mode on in the backward: eager autograd; AOTAutograd traces
+    backwards without it), gradients that are differentiable themselves: see _differentiable_backward."""
+    if torch.is_grad_enabled():
+        return _differentiable_backward(ctx, grad_loss, grad_lse)
     hidden, weight, labels, lse, dh_unit, dw_unit = ctx.saved_tensors
     want_h, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     if grad_loss is None:
@@ -137,6 +135,22 @@ def _backward(ctx, grad_loss, grad_lse, grad_dh_unit, grad_dw_unit):
         rh, rw = linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, *ctx.params,
                                                rest_h, rest_w, ctx.softcap, ctx.target)
         dh, dw = (rh if rest_h else dh), (rw if rest_w else dw)
+    return dh, dw, None, None, None, None, None, None, None
+
+
+def _differentiable_backward(ctx, grad_loss, grad_lse):
+    """The gradients through the torch reference's blockwise loss (lowering/reference.py), differentiated by
+    autograd with create_graph: a second-order gradient through the loss is eager's, at the reference's speed and
+    memory (autograd keeps every block). The scaled forward gradients would drop the terms through them."""
+    hidden, weight, labels = ctx.saved_tensors[:3]
+    wanted = [t for t, want in zip((hidden, weight), ctx.needs_input_grad[:2]) if want]
+    loss, lse = lowering.reference.linear_cross_entropy_loss(hidden, weight, labels, *ctx.params, ctx.softcap)
+    pairs = [(o, g) for o, g in ((loss, grad_loss), (lse, grad_lse)) if g is not None]
+    if not pairs or not wanted:
+        return None, None, None, None, None, None, None, None, None
+    outs, grads = zip(*pairs)
+    found = iter(torch.autograd.grad(outs, wanted, grads, create_graph=True, allow_unused=True))
+    dh, dw = [next(found) if want else None for want in ctx.needs_input_grad[:2]]
     return dh, dw, None, None, None, None, None, None, None
 
 
