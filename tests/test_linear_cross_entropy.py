@@ -368,3 +368,46 @@ def test_enable_grad_inside_no_grad(target, forward_grads):
     fn(hr, wr, t).backward()
     assert torch.allclose(hh.grad, hr.grad, rtol=1e-4, atol=1e-6) and torch.allclose(ww.grad, wr.grad, rtol=1e-4,
                                                                                       atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fp16_gradients_not_in_the_forward(target, forward_grads):
+    """fp16: the forward computes no gradients (those of an upstream gradient of 1, rounded to fp16, lose what
+    eager's keep); the backward recomputes them, as accurate as eager's."""
+    fn = head_loss("linear", "mean")
+    h, w, t = inputs(torch.float16, "linear")
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, torch.tensor(1.0, device=DEVICE))
+    assert forward_grads == [(False, False), ("recomputed", True, True)]
+    eager = run(fn, h, w, t, torch.tensor(1.0, device=DEVICE))
+    exact = run(fn, h.double(), w.double(), t, torch.tensor(1.0, dtype=torch.float64, device=DEVICE))
+    check_as_accurate(dh, eager[1], exact[1], torch.float16, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], torch.float16, "dweight")
+
+
+def test_fp16_loss_scaling_and_sum_over_items():
+    """The two fp16 cases that gradients of g = 1 got wrong: a loss scaled by 65536 (GradScaler) with a mean over
+    4096 rows (dlogits ~ 1e-7 sink into fp16's subnormals before the scaling), and HF's sum / num_items with one
+    frequent token (dweight of the sum, ~ -8e4, overflows fp16 before the division)."""
+    torch.manual_seed(0)
+
+    def mean_loss(h, w, t):
+        return F.cross_entropy((h @ w.T).float(), t)
+
+    def sum_over_items(h, w, t):
+        return F.cross_entropy(F.linear(h, w).float().view(-1, w.shape[0]), t, reduction="sum") / 4096
+
+    n = 4096
+    cases = [(mean_loss, torch.randn(n, 64), torch.randn(1024, 64) / 4, torch.randint(0, 1024, (n,)), 65536.0),
+             (sum_over_items, 20 + torch.randn(1, n, 16), torch.randn(64, 16) / 16, torch.zeros(n, dtype=torch.long),
+              1.0)]
+    for fn, h, w, t, scale in cases:
+        h, w, t = h.half().to(DEVICE), w.half().to(DEVICE), t.to(DEVICE)
+        g = torch.tensor(scale, device=DEVICE)
+        mojo_compile.reset_report()
+        got = run(compile_mojo(fn, "torch"), h, w, t, g)
+        assert [op for _, op in sites()] == ["mojo.linear_cross_entropy"]
+        eager = run(fn, h, w, t, g)
+        exact = run(fn, h.double(), w.double(), t, g.double())
+        assert got[2].isfinite().all()
+        check_as_accurate(got[1], eager[1], exact[1], torch.float16, f"{fn.__name__} dhidden")
+        check_as_accurate(got[2], eager[2], exact[2], torch.float16, f"{fn.__name__} dweight")

@@ -15,7 +15,9 @@ Gradients in the forward (hidden_grad / weight_grad, for "mean" and "sum"): a sc
 upstream gradient g times those of g = 1, so the forward, which has each block of logits in hand, also returns
 dhidden and dweight for g = 1 (the pattern asks for them where autograd will want them: patterns/
 linear_cross_entropy.py). The backward then only scales them by g: three GEMMs in all, as the unfused head, where
-recomputing the logits in the backward would cost a fourth. A gradient not asked for comes back as [0, H].
+recomputing the logits in the backward would cost a fourth. A gradient not asked for comes back as [0, H]. Not
+for fp16 (the pattern does not ask): rounded to fp16 before the scaling, the gradients of g = 1 lose what eager's,
+scaled first, keep (loss scaling's small dlogits; a sum's overflowing dweight).
 
 Backward otherwise (reduction "none", a gradient of lse, or a gradient the forward did not compute): dlogits =
 (softmax - onehot(labels)) * g, per block of rows and of vocabulary, recomputed from the saved hidden and weight;

@@ -150,9 +150,13 @@ def _check(match, flatten: bool, spelling: str, softcap: bool = False) -> bool:
 def _gradients_wanted(reduction: str) -> tuple[bool, bool]:
     """Which gradients the op computes in its forward (ops/linear_cross_entropy.py): those autograd may want, of a
     scalar loss. A superset costs work, not correctness (a frozen head that needs_grad wrongly calls trainable
-    computes a dweight nobody reads); a gradient left out is recomputed in the backward."""
+    computes a dweight nobody reads); a gradient left out is recomputed in the backward. None for fp16: the
+    gradients of an upstream gradient of 1 would be rounded to fp16 before the scaling -- dlogits / N of a mean
+    sink into fp16's subnormals (what loss scaling exists to avoid), a sum's dweight overflows where eager's,
+    divided by num_items first, does not. bf16 has fp32's range."""
     match = accepted_match()
-    if reduction == "none" or match is None:
+    hidden = match_value(match, "hidden") if match is not None else None
+    if reduction == "none" or hidden is None or hidden.dtype == torch.float16:
         return False, False
     return needs_grad(match.kwargs.get("hidden")), needs_grad(match.kwargs.get("weight"))
 
