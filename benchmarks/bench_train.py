@@ -3,10 +3,10 @@ by side -- time, peak memory, agreement with eager (and fp64), and the GEMM + at
 
 The H200 runs (issue 14):
 
-    python benchmarks/bench_train.py --model llama3-dims   --impls eager,inductor,liger,mojo --json llama3.json
-    python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo --json qwen3.json
+    python benchmarks/bench_train.py --model llama3-dims   --impls eager,inductor,liger,mojo,mojo-model
+    python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo,mojo-model
 
-(defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
+each also with `--grads fresh`; Liger comes from a wheel carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
 from shared/reference/performance-anchors.md; `--tflops measure` times that GEMM instead). The CPU smoke test:
 
     python benchmarks/bench_train.py --tiny --impls eager,mojo [--check-fp64]
