@@ -411,3 +411,25 @@ def test_fp16_loss_scaling_and_sum_over_items():
         assert got[2].isfinite().all()
         check_as_accurate(got[1], eager[1], exact[1], torch.float16, f"{fn.__name__} dhidden")
         check_as_accurate(got[2], eager[2], exact[2], torch.float16, f"{fn.__name__} dweight")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_rows_fuse(target):
+    """dynamic=True: a symbolic row count still fuses HF's spelling (`view(-1, vocab_size)` with the class count a
+    literal), two batch shapes through one graph, each loss and gradient as eager's."""
+    def fn(h, w, t):
+        return F.cross_entropy(F.linear(h, w).float().view(-1, VOCAB), t)
+    compiled = torch.compile(fn, backend="mojo", options={"inner_compiler": "eager", "target": target},
+                             dynamic=True)
+    for rows in (3, 5):
+        h = torch.randn(2, rows, HID, device=DEVICE).to(torch.bfloat16)
+        w = (torch.randn(VOCAB, HID, device=DEVICE) / 2).to(torch.bfloat16)
+        t = torch.randint(0, VOCAB, (2 * rows,), device=DEVICE)
+        one = torch.tensor(1.0, device=DEVICE)
+        got, eager, exact = run(compiled, h, w, t, one), run(fn, h, w, t, one), run(fn, h.double(), w.double(), t,
+                                                                                     one.double())
+        assert [op for _, op in sites()] == ["mojo.linear_cross_entropy"]
+        assert len(mojo_compile.last_report().graphs) == 1  # the second shape reuses the graph
+        for what, a, b, c, dtype in zip(("loss", "dhidden", "dweight"), got, eager, exact,
+                                        (torch.float32, torch.bfloat16, torch.bfloat16)):
+            check_as_accurate(a, b, c, dtype, f"{what} ({rows} rows)")
