@@ -83,6 +83,21 @@ def _view_base(node) -> Optional[Node]:
     return None
 
 
+def written_by(node: Node) -> list:
+    """The tensor arguments the in-place op `node` writes, by its schema (detach_ changes autograd metadata only,
+    no value: none)."""
+    schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+    if schema is None or not schema.is_mutable or node.target is aten.detach_.default:
+        return []
+    out = []
+    for i, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+            if isinstance(value, Node):
+                out.append(value)
+    return out
+
+
 def _touched_by_mutation(node: Node) -> bool:
     """True when node, a tensor it is a view of, or a view of that tensor is written by an in-place op (StaticCache
     index_copy_, ...). Memoised per graph: the set of written tensors and their view chains."""
@@ -91,15 +106,10 @@ def _touched_by_mutation(node: Node) -> bool:
     if touched is None:
         touched = set()
         for n in graph.nodes:
-            schema = getattr(n.target, "_schema", None) if n.op == "call_function" else None
-            if schema is None or not schema.is_mutable or n.target is aten.detach_.default:
-                continue  # (detach_ changes autograd metadata only, no value)
-            for i, arg in enumerate(schema.arguments):
-                if arg.alias_info is not None and arg.alias_info.is_write:
-                    value = n.args[i] if i < len(n.args) else n.kwargs.get(arg.name)
-                    while isinstance(value, Node):
-                        touched.add(value)
-                        value = _view_base(value)
+            for value in written_by(n):
+                while isinstance(value, Node):
+                    touched.add(value)
+                    value = _view_base(value)
         graph._mojo_touched = touched
     while node is not None:
         if node in touched:

@@ -30,6 +30,7 @@ import contextlib
 import copy
 import difflib
 import logging
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -486,9 +487,7 @@ def _subgraph(before: GraphModule, region: Region, base: dict, overrides: dict, 
 # ------------------------------------------------------------------------------------------------------ running
 def _call(gm: GraphModule, node: Node, lookup: Callable, upcast: bool):
     if node.op == "get_attr":
-        value = gm
-        for part in str(node.target).split("."):
-            value = getattr(value, part)
+        value = operator.attrgetter(str(node.target))(gm)  # a submodule's attribute: "layers.0.bias"
         return _up(value) if upcast else value
     if node.op != "call_function":
         return lookup(node)

@@ -178,7 +178,6 @@ class _Launcher:
 
     def __call__(self, *args, **kwargs):
         kernel = self.kernel
-        declared_writes(kernel)  # every kernel declares what it writes
         if _RECORDER is not None:
             _RECORDER.append((kernel, self.grid, _analysis_args(kernel, args, kwargs)))
             return None
@@ -193,6 +192,8 @@ class _Launcher:
 
 class _Wrapped:
     def __init__(self, kernel):
+        if getattr(kernel, "mojo_writes", None) is None:  # every kernel declares what it writes
+            declared_writes(kernel)  # (raises, naming the kernel)
         self.kernel = kernel
 
     def __getitem__(self, grid):

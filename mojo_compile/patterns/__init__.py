@@ -294,7 +294,7 @@ def _written_later(match) -> Optional[str]:
     some outputs for its backward, where eager's ops saved copies of their own, and AOTAutograd refuses a saved
     tensor written in place. Leave such a site to eager. (A write before the match -- StaticCache's index_copy_
     into the cache attention then reads -- is no conflict.)"""
-    from ..canonicalize import _touched_by_mutation
+    from ..canonicalize import _touched_by_mutation, written_by
 
     for out in match.output_nodes():
         if isinstance(out, Node) and _touched_by_mutation(out):
@@ -308,25 +308,11 @@ def _written_later(match) -> Optional[str]:
     for node in graph.nodes:
         if order[node] <= last or node.op != "call_function":
             continue
-        for written in _written_by(node):
+        for written in written_by(node):
             for v in inputs:
                 if _alias_root(written) is _alias_root(v):
                     return f"{v.name}, an input, is written in place after it is read ({node.format_node()})"
     return None
-
-
-def _written_by(node: Node) -> list:
-    """The tensor arguments an in-place op writes (by its schema)."""
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or not schema.is_mutable or node.target is torch.ops.aten.detach_.default:
-        return []
-    out = []
-    for i, arg in enumerate(schema.arguments):
-        if arg.alias_info is not None and arg.alias_info.is_write:
-            value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
-            if isinstance(value, Node):
-                out.append(value)
-    return out
 
 
 def _alias_root(node: Node) -> Node:
@@ -504,9 +490,10 @@ def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
         if isinstance(value, torch.Tensor) and value.requires_grad:
             node.meta[GRAD_INPUT] = True
     for node in gm.graph.find_nodes(op="get_attr"):
-        value = gm
-        for name in str(node.target).split("."):  # a submodule's parameter: "layers.0.bias"
-            value = getattr(value, name, None)
+        try:
+            value = operator.attrgetter(str(node.target))(gm)  # a submodule's parameter: "layers.0.bias"
+        except AttributeError:
+            continue
         if isinstance(value, torch.Tensor) and value.requires_grad:
             node.meta[GRAD_INPUT] = True
 
