@@ -181,3 +181,19 @@ def test_compiles_for_hopper():
     """Forward and backward compile for sm_90 (tests/hopper.py) for bf16 and fp32 logits, at the GPU block size
     and a small one (libdevice exp / log, int64 row offsets, the NaN-propagating max)."""
     compile_for_hopper(_COMPILE_BODY, 8)
+
+
+def test_in_place_and_into_slices():
+    """`out=`: the forward writes into slices of longer buffers and the backward overwrites the logits themselves
+    (what the fused LM head does per chunk), bit for bit the results of fresh outputs."""
+    x, labels = make(6, 1000, torch.bfloat16)
+    row_loss, lse = cross_entropy_fwd(x, labels, -100)
+    buffers = torch.full((2, 9), float("nan"), device=DEVICE)
+    cross_entropy_fwd(x, labels, -100, out=(buffers[0, 2:8], buffers[1, 2:8]))
+    assert torch.equal(buffers[0, 2:8], row_loss) and torch.equal(buffers[1, 2:8], lse)
+    assert buffers[:, :2].isnan().all() and buffers[:, 8:].isnan().all()  # nothing outside the slices
+    a, b = torch.rand(6, device=DEVICE), torch.rand(6, device=DEVICE)
+    dx = cross_entropy_bwd(x, labels, lse, a, b)
+    in_place = x.clone()
+    assert cross_entropy_bwd(in_place, labels, lse, a, b, out=in_place) is in_place
+    assert torch.equal(in_place, dx)
