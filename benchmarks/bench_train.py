@@ -224,8 +224,9 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
     def step():
         if args.grads == "fresh":
             model.zero_grad(set_to_none=True)
-        loss = runner(ids, ids)
-        loss.backward()
+        with torch._dynamo.config.patch(compiled_autograd=args.compiled_autograd and name not in ("eager", "liger")):
+            loss = runner(ids, ids)
+            loss.backward()
         return loss.detach()
 
     sync(device)
@@ -242,6 +243,7 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
         res["mojo_graphs"] = len(report.graphs)
         res["mojo_fused"] = dict(sorted(report.counts().items()))
     yield res, grads  # the caller compares the first step's gradients before they accumulate
+    del grads  # with --grads fresh, these references would keep the first step's gradients alive
     if not timed:
         return
 
@@ -363,6 +365,8 @@ def parse():
                    help="matmul throughput of the floor in TFLOP/s, or 'measure' (default 705: the H200)")
     p.add_argument("--attn-tflops", type=float, help="attention throughput of the floor (default: --tflops)")
     p.add_argument("--check-fp64", action="store_true", help="also compare against an fp64 copy of the model")
+    p.add_argument("--compiled-autograd", action="store_true",
+                   help="the compiled impls' backward through compiled autograd (torch._dynamo.config.compiled_autograd)")
     p.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="HF attn_implementation")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--grads", choices=["accumulate", "fresh"], default="accumulate",

@@ -10,6 +10,11 @@ writing a part, and merge the parts into the record; the merge refuses parts of 
     python scripts/gpu_verify.py --shard 1/2 --out part1.json [-- ...]     (on the GPU, one call per shard)
     python scripts/gpu_verify.py --merge part1.json part2.json --out GPU_VERIFIED.md
 
+A shard whose failure was fixed in tests/ alone (mojo_compile/ unchanged) is re-run on the files of its part, even
+where the changed test file's size would now deal the files out differently:
+
+    python scripts/gpu_verify.py --rerun part2.json --out part2.json [-- ...]
+
 The tree hash is computed from the files themselves, exactly as git hashes a tree, so it equals
 `git rev-parse HEAD:mojo_compile` of a commit holding these files, with or without a .git folder here.
 An issue that changes mojo_compile/ is verified when this record's hash equals the submitted tree's and it shows
@@ -110,19 +115,27 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.path.join(ROOT, "GPU_VERIFIED.md"))
     parser.add_argument("--junit", default=os.path.join(ROOT, ".pytest-gpu.xml"))
     parser.add_argument("--shard", help="K/N: run shard K of N and write a JSON part to --out")
+    parser.add_argument("--rerun", metavar="PART", help="run again the shard of an earlier part, on that part's files")
     parser.add_argument("--merge", nargs="+", metavar="PART", help="merge the JSON parts of every shard into --out")
+    parser.add_argument("--incomplete", action="store_true",
+                        help="with --merge: write the record even where parts are cut or missing, marked INCOMPLETE")
     parser.add_argument("pytest_args", nargs="*")
     args = parser.parse_args(argv)
     if args.merge:
-        return merge(args.merge, args.out)
+        return merge(args.merge, args.out, args.incomplete)
 
     tree = git_tree_hash(os.path.join(ROOT, "mojo_compile"))
     started = datetime.datetime.now(datetime.timezone.utc)
     shard = tuple(int(x) for x in args.shard.split("/")) if args.shard else None
     selection = shard_files(*shard) if shard else ["tests"]
+    if args.rerun:
+        with open(args.rerun) as f:
+            earlier = json.load(f)
+        shard, selection = tuple(earlier["shard"]), earlier["files"]
     cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
     progress: list[str] = []
+    versions()  # import torch & co. now: a TERM that lands mid-import would leave a half-initialised module
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def finish(code, counts, failures, cut=False):
@@ -132,6 +145,7 @@ def main(argv=None) -> int:
             write_record(args.out, tree, started, cmd, code, counts, failures, cut=cut)
 
     def on_term(signum, frame):  # `timeout` ends us: record what the progress lines say, marked as cut
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not re-enter the record's writing
         process.kill()
         finish(None, *progress_counts(progress), cut=True)
         sys.exit(124)
@@ -160,8 +174,10 @@ def write_part(out: str, tree: str, started, cmd: list, code, counts: dict, fail
         json.dump(part, f, indent=1)
 
 
-def merge(paths: list[str], out: str) -> int:
-    """One record from the parts of every shard of one run: same tree, same versions, every file once."""
+def merge(paths: list[str], out: str, incomplete: bool = False) -> int:
+    """One record from the parts of every shard of one run: same tree, same versions, every file once. With
+    `incomplete`, parts that are cut or do not cover tests/ still give a record, marked INCOMPLETE (not a
+    verification: the device time ran out), so what did run is on file."""
     parts = []
     for path in paths:
         with open(path) as f:
@@ -180,16 +196,17 @@ def merge(paths: list[str], out: str) -> int:
         problems.append("a part was cut by a timeout")
     if problems:
         print("gpu_verify --merge: " + "; ".join(problems), file=sys.stderr)
-        return 2
+        if not incomplete or len({p["tree"] for p in parts}) != 1:
+            return 2
     counts = {k: sum(p["counts"][k] for p in parts) for k in parts[0]["counts"]}
     failures = [f for p in parts for f in p["failures"]]
     v = parts[0]["versions"]
     started = min(datetime.datetime.fromisoformat(p["started"]) for p in parts)
     commands = "; ".join(f"shard {p['shard'][0]}/{count}: `{p['command']}` ({p['seconds']} s, exit {p['exit']})"
                          for p in sorted(parts, key=lambda p: p["shard"][0]))
-    _write(out, started, v, parts[0]["tree"], commands, counts, failures)
-    print(f"tree {parts[0]['tree']}: {counts} -> {out}")
-    return 0
+    _write(out, started, v, parts[0]["tree"], commands, counts, failures, problems)
+    print(f"tree {parts[0]['tree']}: {counts} -> {out}" + (" (INCOMPLETE)" if problems else ""))
+    return 3 if problems else 0
 
 
 def progress_counts(lines: list[str]) -> tuple[dict, list[str]]:
@@ -216,7 +233,8 @@ def write_record(out: str, tree: str, started, cmd: list, code, counts: dict, fa
     _write(out, started, versions(), tree, command, counts, failures)
 
 
-def _write(out: str, started, v: dict, tree: str, command: str, counts: dict, failures: list[str]) -> None:
+def _write(out: str, started, v: dict, tree: str, command: str, counts: dict, failures: list[str],
+           incomplete: list[str] = ()) -> None:
     lines = [
         "# GPU verification record",
         "",
@@ -234,6 +252,7 @@ def _write(out: str, started, v: dict, tree: str, command: str, counts: dict, fa
         f"| command | {command} |",
         f"| passed / failed / errors / skipped | {counts['passed']} / {counts['failed']} / {counts['errors']} / "
         f"{counts['skipped']} |",
+        *([f"| status | **INCOMPLETE, not a verification**: {'; '.join(incomplete)} |"] if incomplete else []),
         "",
     ]
     if failures:
