@@ -8,7 +8,8 @@
                                       mask that is proven causal / sliding-window becomes that structure
       4. -> targets chosen            each Mojo op node gets the target that supports its (fake) inputs (lowering/)
       5. -> report (+ dump)           mojo_compile.last_report()
-      6. -> inner compiler            Inductor (default) or plain eager; both run forward and backward
+      6. -> inner compiler            Inductor (default) or plain eager; both run forward and backward. A training
+                                      graph with large gradients is compiled in pieces (pieces.py)
 
 Because the Mojo ops are custom ops with autograd formulas, the rewritten graph is still an ordinary
 differentiable program: the inner compiler (or eager autograd) builds the backward from it.
@@ -24,7 +25,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx import GraphModule
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from . import debug, logs, lowering, patterns, report
+from . import debug, logs, lowering, patterns, pieces, report
 from .canonicalize import canonicalize
 from .patterns.attention import analyse_masks
 from .options import OptionError, Options
@@ -58,7 +59,9 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     logs.rewritten(aten_gm, graph_report)
     if options.dump_dir:
         dump(options.dump_dir, gm, graph_report)
-    return watch.wrap(inner_compile(aten_gm, example_inputs, options))    # 6
+    compiled = inner_compile(aten_gm, example_inputs, options)           # 6
+    graph_report.pieces = getattr(compiled, "mojo_pieces", 1)
+    return watch.wrap(compiled)
 
 
 # ------------------------------------------------------------------------------------------------------ 1. trace
@@ -215,12 +218,35 @@ def dump(directory: str, gm: GraphModule, graph_report: report.GraphReport) -> N
 
 # ------------------------------------------------------------------------------------------------------ 6. compile
 def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) -> Callable:
+    """The inner compiler on the rewritten graph: whole, or for a training graph with large gradients, in pieces
+    (pieces.py: each piece's parameter gradients reach `.grad` before the next piece's backward runs)."""
     if options.inner_compiler == "eager":
         return aten_gm  # an ordinary differentiable program: Mojo ops carry their own autograd
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(aten_gm, example_inputs, config_patches=options.inductor_config,
-                      decompositions=lowering.inductor_decompositions())
+    lowering.tag_recomputed(aten_gm)  # cheap elementwise outputs: recomputed in the backward, not kept (memory)
+
+    def compile_piece(gm: GraphModule, inputs: list) -> Callable:
+        return compile_fx(gm, inputs, config_patches=options.inductor_config,
+                          decompositions=lowering.inductor_decompositions())
+
+    assignment = None if _uses_cudagraphs(options) else \
+        pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)
+    if assignment is not None:
+        try:
+            return pieces.compile_in_pieces(aten_gm, example_inputs, assignment, compile_piece,
+                                            _fake_mode(example_inputs))
+        except Exception as e:  # noqa: BLE001 - pieces save memory; a graph they fail on still compiles whole
+            log.warning("mojo: compiling the graph in pieces failed (%s: %s); compiling it whole", type(e).__name__,
+                        str(e).splitlines()[0] if str(e) else "")
+    return compile_piece(aten_gm, example_inputs)
+
+
+def _uses_cudagraphs(options: Options) -> bool:
+    """CUDA graphs replay one captured graph per step: pieces would be several, each with its own static inputs."""
+    from torch._inductor import config as inductor_config
+
+    return bool(options.inductor_config.get("triton.cudagraphs", inductor_config.triton.cudagraphs))
 
 
 def _register_by_name() -> None:

@@ -4,6 +4,8 @@
     inner_compiler  inductor | eager                     env MOJO_INNER        default: inductor
     disable         pattern names / globs / families     env MOJO_DISABLE      default: none (comma-separated)
     dump_dir        write graphs and the report there    env MOJO_DUMP_DIR     default: off
+    backward_piece_mb  a training graph is compiled in     env MOJO_BACKWARD_PIECE_MB  default: 256
+                    pieces of about this many MiB of parameter gradients (pieces.py); 0: whole
 
 A bad option is an OptionError when the options are parsed (as the backend starts a compile): an unknown target or inner
 compiler, a `disable` entry that matches no registered pattern name or family, a `dump_dir` that is a file or cannot
@@ -22,7 +24,7 @@ from typing import Any, Optional
 from . import lowering
 
 INNER_COMPILERS = ("inductor", "eager")
-MOJO_KEYS = ("target", "inner_compiler", "disable", "dump_dir")
+MOJO_KEYS = ("target", "inner_compiler", "disable", "dump_dir", "backward_piece_mb")
 
 
 def _dynamo_passes_through() -> type:
@@ -80,6 +82,7 @@ class Options:
     dump_dir: Optional[str] = None
     mode: Optional[str] = None
     inductor_config: dict[str, Any] = field(default_factory=dict)
+    backward_piece_mb: float = 256.0
 
     @staticmethod
     def parse(mode: Optional[str] = None, options: Optional[dict] = None, **extra: Any) -> "Options":
@@ -106,8 +109,24 @@ class Options:
         dump_dir = options.pop("dump_dir", None) or os.environ.get("MOJO_DUMP_DIR") or None
         if dump_dir is not None:
             _check_dump_dir(os.fspath(dump_dir))
+        piece_mb = _piece_mb(options.pop("backward_piece_mb", None), os.environ.get("MOJO_BACKWARD_PIECE_MB"))
         inductor_config = _inductor_config(mode, options, inner)
-        return Options(target, inner, disable, dump_dir, mode, inductor_config)
+        return Options(target, inner, disable, dump_dir, mode, inductor_config, piece_mb)
+
+
+def _piece_mb(option, env) -> float:
+    """backward_piece_mb: a number >= 0 (MiB; 0 keeps every graph whole), from the option, else the environment."""
+    from .pieces import DEFAULT_PIECE_MB
+
+    value, where = (option, "options['backward_piece_mb']") if option is not None else \
+        (env, "MOJO_BACKWARD_PIECE_MB") if env not in (None, "") else (DEFAULT_PIECE_MB, "")
+    try:
+        mb = float(value)
+    except (TypeError, ValueError):
+        mb = float("nan")
+    if isinstance(value, bool) or not mb >= 0 or mb == float("inf"):
+        raise OptionError(f"backward_piece_mb ({where}) must be a number of MiB >= 0 (0: never split), got {value!r}")
+    return mb
 
 
 def _check_disable(disable: tuple) -> None:

@@ -49,6 +49,7 @@ class GraphReport:
     notes: list[str] = field(default_factory=list)
     graph: str = ""  # the rewritten pre-dispatch ATen graph, as code
     near_misses: list[NearMiss] = field(default_factory=list)  # one per unfused site
+    pieces: int = 1  # graphs the inner compiler made of it (pieces.py: the backward in pieces)
 
     def counts(self) -> Counter:
         return Counter(site.op for site in self.sites)
@@ -77,7 +78,8 @@ class Report:
         lines = []
         for g in self.graphs:
             counts = ", ".join(f"{op} x{n}" for op, n in sorted(g.counts().items())) or "nothing fused"
-            lines.append(f"graph {g.compile_id}  target={g.target} inner={g.inner_compiler}  {counts}")
+            pieces = f" pieces={g.pieces}" if g.pieces > 1 else ""
+            lines.append(f"graph {g.compile_id}  target={g.target} inner={g.inner_compiler}{pieces}  {counts}")
             rows = [("source", "pattern", "op", "target")] + [
                 (s.source or ROOT, s.pattern, s.op, s.target + (f" (fallback: {s.fallback})" if s.fallback else "")
                  + (f"  [{s.detail}]" if s.detail else "") + (f"  [{s.kernel}]" if s.kernel else ""))

@@ -29,7 +29,8 @@ from . import reference
 from .table import Impl
 
 __all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "describe", "call", "check_target_name",
-           "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler"]
+           "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler", "recompute_in_backward",
+           "RECOMPUTED_IN_BACKWARD", "tag_recomputed"]
 
 log = logging.getLogger("mojo_compile")
 
@@ -214,3 +215,29 @@ def inductor_decompositions() -> dict:
     from torch._inductor.decomposition import select_decomp_table
 
     return {**select_decomp_table(), torch.ops.aten.embedding_dense_backward.default: _embedding_dense_backward_whole}
+
+
+# Mojo ops whose outputs the backward recomputes instead of keeping them from the forward (the op -> why), as
+# Inductor's partitioner does for an unfused elementwise chain. Registered beside each op's definition.
+RECOMPUTED_IN_BACKWARD: dict = {}
+
+
+def recompute_in_backward(op_def, why: str) -> None:
+    """Mark a Mojo op to be recomputed in the backward: its outputs are not saved between forward and backward.
+    For ops that are cheap (elementwise) and whose own backward saves their inputs anyway, so recomputing them
+    reads what is kept already and saves their outputs' memory."""
+    RECOMPUTED_IN_BACKWARD[op_def._opoverload] = why
+
+
+def tag_recomputed(gm) -> int:
+    """Give each node of a RECOMPUTED_IN_BACKWARD op the activation-checkpoint policy PREFER_RECOMPUTE: the tag
+    torch.utils.checkpoint's selective policy sets, which AOTAutograd copies onto the joint graph's nodes traced
+    from it and its partitioner honours. Returns how many nodes were tagged."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    tagged = 0
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in RECOMPUTED_IN_BACKWARD:
+            node.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+            tagged += 1
+    return tagged

@@ -398,7 +398,8 @@ def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> boo
 
 
 # ------------------------------------------------------------------------------- the LM head fused with the loss
-LCE_CHUNK_BYTES = 512 << 20  # the logits of one chunk of rows: 2048 rows of a 128K vocabulary in bf16
+LCE_CHUNK_BYTES = 256 << 20  # the logits of one chunk of rows: 1024 rows of a 128K vocabulary in bf16 (K = 1024
+#                              keeps dweight's accumulating GEMM compute-bound; its memory is beside the step's peak)
 LCE_MIN_ROWS = 128  # a chunk's GEMMs stay large enough to run at full rate
 
 
@@ -419,7 +420,7 @@ def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None,
         their dtype (eager's `.float()` backward rounds dlogits to it too); dh[chunk] = dlogits @ W, one GEMM over
         the whole vocabulary (rounded once, as eager); dw = dlogits.T @ h, the first chunk written, the next added
         by the GEMM's epilogue (beta = 1: fp32 sum, rounded to dw's dtype once per chunk -- the one rounding eager
-        does not have; 2 chunks at Llama-3 sizes, none where all rows fit one chunk).
+        does not have; 4 chunks at Llama-3 sizes, none where all rows fit one chunk).
     A softcap c (Gemma2) takes a second chunk buffer (the chunks halve): the GEMM's output becomes tanh(z / c) in
     place, the logits are that times c, and dlogits go back through `* c`, tanh's backward and `/ c` -- torch's
     elementwise ops in hidden's dtype, each rounding as eager's op does.

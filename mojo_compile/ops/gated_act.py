@@ -110,6 +110,10 @@ def _fused_backward(ctx, grad_y):
 
 gated_act_fused.register_autograd(_fused_backward, setup_context=_fused_setup)
 
+for _op in (gated_act, gated_act_fused):
+    lowering.recompute_in_backward(_op, "one elementwise pass over the gate and up inputs its backward keeps anyway; "
+                                        "its output (what the down projection's weight gradient reads) is not kept")
+
 for _op, _name in ((gated_act, "gated_act"), (gated_act_fused, "gated_act_fused"),
                    (gated_act_backward, "gated_act_backward"), (gated_act_fused_backward, "gated_act_fused_backward")):
     lowering.inline_in_inner_compiler(_op, _name)

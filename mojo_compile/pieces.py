@@ -1,0 +1,161 @@
+"""The backward in pieces: a training graph compiled as a chain of graphs, so that parameter gradients reach
+`.grad` while the backward is still running.
+
+Why: AOTAutograd compiles one graph into one autograd node, whose backward returns every parameter gradient of
+the graph together, at its end. So just before it returns, all of the step's new gradients are alive at once
+beside the accumulated `.grad`s: for a model whose gradients are several GiB, that is the step's memory peak
+(eager's autograd adds each gradient into `.grad` as it is made and frees it). Compiled as pieces, each piece is
+its own autograd node: its backward returns only its parameters' gradients, autograd accumulates them into `.grad`
+and frees them, and only then does the next piece's backward run.
+
+How: the rewritten ATen graph's nodes are dealt out in order to pieces of about `backward_piece_mb` MiB of
+gradients each (an input that requires grad is counted at its first use), cut only where no autocast or grad-mode
+region is open. `torch.fx.passes.split_module` makes the pieces; each is compiled by the inner compiler on example
+inputs made by running the pieces before it on fake tensors, as Dynamo's DDPOptimizer compiles the buckets it
+splits a graph into. A graph with less than two pieces' worth of gradients, or compiled without grad, or for CUDA
+graphs (one graph per step is their point) stays whole.
+
+What it costs: a piece boundary is a fusion boundary for the inner compiler (the cuts fall where the next piece's
+first parameter is used, in a transformer the next layer's first norm: nothing fuses across there anyway), and one
+more autograd node and Python call per piece.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Optional
+
+import torch
+from torch.fx import GraphModule, Node
+
+log = logging.getLogger("mojo_compile")
+
+DEFAULT_PIECE_MB = 256.0
+
+
+def _region_change(node: Node) -> tuple[int, Optional[bool]]:
+    """(change of the autocast nesting depth, grad mode set) by this node, for the graph-level state ops make_fx
+    records in a pre-dispatch graph."""
+    if node.op != "call_function":
+        return 0, None
+    target = node.target
+    name = getattr(target, "__name__", "")
+    if name == "_enter_autocast":
+        return 1, None
+    if name == "_exit_autocast":
+        return -1, None
+    if target is torch._C._set_grad_enabled:
+        return 0, bool(node.args[0])
+    return 0, None
+
+
+def _first_uses(gm: GraphModule, grad_inputs: dict) -> dict[Node, int]:
+    """For each node, the bytes of gradient-taking inputs it is the first user of."""
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    charged: dict[Node, int] = {}
+    for placeholder, nbytes in grad_inputs.items():
+        users = [u for u in placeholder.users if u.op != "output"]
+        if users:
+            first = min(users, key=order.__getitem__)
+            charged[first] = charged.get(first, 0) + nbytes
+    return charged
+
+
+def _example_int(size) -> int:
+    """A size's value in the example inputs, without the guard int() would put on a symbolic one (a guard
+    specialises the graph to that size); an unbacked size counts as 0."""
+    if isinstance(size, int):
+        return size
+    hint = getattr(size.node, "hint", None)
+    return int(hint) if hint is not None else 0
+
+
+def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dict[Node, int]]:
+    """The piece of each call node, in graph order (non-decreasing), or None where the graph stays whole."""
+    if piece_mb <= 0 or not torch.is_grad_enabled():
+        return None
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    grad_inputs = {}
+    for node, value in zip(placeholders, example_inputs):
+        if isinstance(value, torch.Tensor) and value.requires_grad:  # a symbolic size: its example value, with
+            grad_inputs[node] = _example_int(value.numel()) * value.element_size()
+    piece_bytes = piece_mb * 2 ** 20
+    if sum(grad_inputs.values()) < 2 * piece_bytes:
+        return None
+    charged = _first_uses(gm, grad_inputs)
+    assignment: dict[Node, int] = {}
+    piece, in_piece, depth, grad_on = 0, 0, 0, True
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        first = charged.get(node, 0)
+        # a new piece where this one is full, or before a parameter that fills one alone (an LM head: its
+        # gradient leaves with its own piece's backward, the first to run, not held through the layers')
+        if first and (in_piece >= piece_bytes or (first >= piece_bytes and in_piece > 0)) and depth == 0 \
+                and grad_on:
+            piece, in_piece = piece + 1, 0
+        in_piece += first
+        assignment[node] = piece
+        change, grad = _region_change(node)
+        depth += change
+        grad_on = grad if grad is not None else grad_on
+    return assignment if piece > 0 else None
+
+
+class _Piece(torch.nn.Module):
+    """A compiled piece behind the call_module node of its uncompiled original; the inner compiler takes graphs
+    returning a tuple, the split graph may expect the lone value."""
+
+    def __init__(self, compiled: Callable, unwrap: bool):
+        super().__init__()
+        self.compiled = compiled
+        self.unwrap = unwrap
+
+    def forward(self, *args):
+        out = self.compiled(*args)
+        return out[0] if self.unwrap and isinstance(out, (tuple, list)) else out
+
+
+class _CompileEach(torch.fx.Interpreter):
+    """Runs the split graph on fake inputs; each piece is compiled on the fake values that reach it, then run
+    uncompiled on them to make the next pieces' example inputs."""
+
+    def __init__(self, split: GraphModule, compile_piece: Callable, fake_mode):
+        super().__init__(split)
+        self.compile_piece = compile_piece
+        self.fake_mode = fake_mode
+
+    def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
+        assert not kwargs, "split_module passes a piece's inputs positionally"
+        original: GraphModule = self.fetch_attr(target)
+        with self.fake_mode:
+            out = original(*args)
+        graph_copy = GraphModule(original, original.graph)  # the compiler may change its graph: keep ours intact
+        output = next(iter(graph_copy.graph.find_nodes(op="output")))
+        unwrap = not isinstance(output.args[0], (tuple, list))
+        if unwrap:
+            output.args = ((output.args[0],),)
+            graph_copy.recompile()
+        setattr(self.module, target, _Piece(self.compile_piece(graph_copy, list(args)), unwrap))
+        return out
+
+
+def compile_in_pieces(gm: GraphModule, example_inputs: list, assignment: dict[Node, int],
+                      compile_piece: Callable, fake_mode) -> GraphModule:
+    """The split graph, each piece replaced by what `compile_piece(piece_gm, fake_inputs)` returns."""
+    from torch.fx.passes.split_module import split_module
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    for node in gm.graph.nodes:  # split_module reads symbolic sizes from Dynamo's key, make_fx writes "val":
+        if "val" in node.meta and "example_value" not in node.meta:  # a piece then takes the symbols its
+            node.meta["example_value"] = node.meta["val"]  # inputs' sizes need as inputs of their own
+    split = split_module(gm, gm, lambda node: assignment[node], keep_original_order=True)
+    with fake_mode:
+        fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
+                       else fake_mode.from_tensor(x) for x in example_inputs]
+    _CompileEach(split, compile_piece, fake_mode).run(*fake_inputs)
+    split.recompile()
+    pieces = sum(1 for n in split.graph.nodes if n.op == "call_module")
+    log.info("mojo: the graph compiled in %d pieces (backward_piece_mb)", pieces)
+    split.mojo_pieces = pieces
+    return split
+

@@ -1,0 +1,244 @@
+"""The backward in pieces (mojo_compile/pieces.py): a training graph with large gradients compiled as a chain of
+graphs, so each piece's parameter gradients reach `.grad` before the next piece's backward runs. Loss and every
+gradient as accurate as eager's against fp64 (two steps: the second accumulates), with static and dynamic shapes;
+the gradients handed over piece by piece; where the plan cuts and where it must not (autocast and no-grad regions,
+no grad at all, small gradients); the option's checks."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import mojo_compile
+from mojo_compile import pieces
+from mojo_compile.options import OptionError, Options
+from test_cross_entropy import check_as_accurate
+
+VOCAB, HID, INTER = 50, 64, 96
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.RMSNorm(HID, eps=1e-6)
+        self.gate = nn.Linear(HID, INTER, bias=False)
+        self.up = nn.Linear(HID, INTER, bias=False)
+        self.down = nn.Linear(INTER, HID, bias=False)
+
+    def forward(self, x):
+        y = self.norm(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class TinyLM(nn.Module):
+    """Embedding, three SwiGLU blocks, an untied LM head and the loss: the shape of a causal LM's train step."""
+
+    def __init__(self, layers=3):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HID)
+        self.blocks = nn.ModuleList(Block() for _ in range(layers))
+        self.head = nn.Linear(HID, VOCAB, bias=False)
+
+    def forward(self, ids, labels):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return F.cross_entropy(self.head(x).float().view(-1, VOCAB), labels.view(-1))
+
+
+def copies():
+    torch.manual_seed(0)
+    model = TinyLM()
+    eager, exact = TinyLM(), TinyLM().double()
+    eager.load_state_dict(model.state_dict())
+    exact.load_state_dict(model.state_dict())
+    return model, eager, exact
+
+
+# Pieces of 64 KiB: each block's weights (3 x 24 KiB) fill one, the embedding (12.5 KiB) joins the first block,
+# the head (12.5 KiB) gets the last: [embedding + block 0] [block 1] [block 2] [head + loss].
+SMALL_PIECES = {"backward_piece_mb": 64 / 1024}
+
+
+def train_steps(fn, model, batches):
+    losses = []
+    for ids, labels in batches:
+        loss = fn(ids, labels)
+        loss.backward()
+        losses.append(loss.detach())
+    return losses, {n: p.grad for n, p in model.named_parameters()}
+
+
+def batches(*lengths):
+    torch.manual_seed(1)
+    return [(torch.randint(0, VOCAB, (2, n)), torch.randint(0, VOCAB, (2, n))) for n in lengths]
+
+
+def check_against_fp64(model, eager, exact, data, **compile_kwargs):
+    compiled = torch.compile(model, backend="mojo", options=SMALL_PIECES, **compile_kwargs)
+    got = train_steps(compiled, model, data)
+    assert mojo_compile.last_report().graphs[-1].pieces == 4  # (dynamic=True: Inductor compiles the frame twice)
+    ref = train_steps(eager, eager, data)
+    want = train_steps(exact, exact, data)
+    for mine, theirs, truth in zip(got[0], ref[0], want[0]):
+        check_as_accurate(mine, theirs, truth, torch.float32, "loss")
+    for name in got[1]:  # after every step: the gradients accumulated over the steps
+        check_as_accurate(got[1][name], ref[1][name], want[1][name], torch.float32, name)
+
+
+def test_pieces_as_accurate_as_eager():
+    check_against_fp64(*copies(), batches(7, 7))
+
+
+def test_pieces_with_dynamic_shapes():
+    """dynamic=True: sizes are symbols in every piece; two lengths through one compile."""
+    check_against_fp64(*copies(), batches(7, 9), dynamic=True)
+
+
+def test_gradients_reach_grad_piece_by_piece():
+    """The LM head's gradient is accumulated into .grad while the embedding's backward has not run yet: the head's
+    piece handed its gradients over before the first piece's backward. A graph compiled whole hands over all of
+    them together, after its one backward."""
+    def run(options):
+        model = copies()[0]
+        seen = []
+        model.head.weight.register_post_accumulate_grad_hook(lambda p: seen.append(model.embed.weight.grad is None))
+        compiled = torch.compile(model, backend="mojo", options=options)
+        compiled(*batches(7)[0]).backward()
+        return seen, mojo_compile.last_report().graphs[-1].pieces
+
+    assert run(SMALL_PIECES) == ([True], 4)
+    assert run({"backward_piece_mb": 0}) == ([False], 1)
+
+
+# ------------------------------------------------------------------------------------------------------ the plan
+def traced(fn, *args):
+    return make_fx(fn, pre_dispatch=True)(*args)
+
+
+def layers(n, width=64):
+    torch.manual_seed(0)
+    return [torch.randn(width, width, requires_grad=True) for _ in range(n)]
+
+
+def test_plan_cuts_before_each_full_piece_and_isolates_a_large_parameter():
+    """Pieces of 2 x 16 KiB: cuts where the next piece's first weight is used; the 4x larger last weight (an LM
+    head) gets a piece of its own."""
+    ws = layers(4) + [torch.randn(128, 128, requires_grad=True)]
+    x = torch.randn(3, 64)
+
+    def fn(x, a, b, c, d, head):
+        for w in (a, b, c, d):
+            x = torch.relu(x @ w)
+        return (x.repeat(1, 2) @ head).sum()
+
+    gm = traced(fn, x, *ws)
+    plan = pieces.plan(gm, [x, *ws], 32 / 1024)
+    users = {p.name: next(iter(p.users)) for p in gm.graph.find_nodes(op="placeholder") if p.users}
+    piece_of = {name: plan[node] for name, node in users.items() if name != "x_1"}
+    assert list(piece_of.values()) == [0, 0, 1, 1, 2], piece_of
+
+
+def test_plan_never_cuts_inside_an_autocast_or_no_grad_region():
+    """A cut is due at every weight's first use; none falls between an autocast's enter and exit or a no_grad
+    region's grad-mode changes (a piece compiled alone would run half a region)."""
+    ws = layers(6)
+    x = torch.randn(3, 64)
+
+    def fn(x, *ws):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for w in ws[:3]:
+                x = x @ w
+        x = x.float()
+        with torch.no_grad():
+            y = x @ ws[3] @ ws[4]
+        return (x @ ws[5] + y).sum()
+
+    gm = traced(fn, x, *ws)
+    plan = pieces.plan(gm, [x, *ws], 16 / 1024)
+    assert plan is not None and len(set(plan.values())) >= 2
+    nodes = [n for n in gm.graph.nodes if n in plan]
+    changes = [i for i, n in enumerate(nodes) if pieces._region_change(n) != (0, None)]
+    assert len(changes) == 4, "the trace records autocast's enter / exit and no_grad's two grad-mode changes"
+    for begin, end in (changes[0:2], changes[2:4]):
+        assert len({plan[n] for n in nodes[begin:end + 1]}) == 1, "a region stays in one piece"
+
+
+def test_plan_keeps_small_or_gradless_graphs_whole():
+    ws = layers(4)
+    x = torch.randn(3, 64)
+
+    def fn(x, *ws):
+        for w in ws:
+            x = x @ w
+        return x.sum()
+
+    gm = traced(fn, x, *ws)
+    assert pieces.plan(gm, [x, *ws], 64 / 1024) is None  # 64 KiB of gradients: less than two pieces of 64
+    assert pieces.plan(gm, [x, *ws], 0) is None  # 0: never
+    with torch.no_grad():
+        assert pieces.plan(gm, [x, *ws], 1 / 1024) is None
+    frozen = [w.detach() for w in ws]
+    assert pieces.plan(gm, [x, *frozen], 1 / 1024) is None
+
+
+@pytest.mark.parametrize("value", [-1, "big", True, float("nan"), float("inf")])
+def test_backward_piece_mb_must_be_a_size(value):
+    with pytest.raises(OptionError, match="backward_piece_mb"):
+        Options.parse(options={"backward_piece_mb": value})
+
+
+def test_backward_piece_mb_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MOJO_BACKWARD_PIECE_MB", "64")
+    assert Options.parse().backward_piece_mb == 64
+    assert Options.parse(options={"backward_piece_mb": 0}).backward_piece_mb == 0
+    assert Options.parse(options={"backward_piece_mb": 0, "inner_compiler": "eager"}).backward_piece_mb == 0
+
+
+def test_hf_llama_train_step_in_pieces():
+    """HF Llama (tiny, fp32) through its own loss (`labels=`, some rows ignored), the function returning the loss
+    compiled with the Inductor inner compiler in pieces of 16 KiB (each decoder layer a piece, the LM head one of
+    its own): the loss and every parameter's gradient as accurate as eager's against an fp64 copy."""
+    import copy
+
+    from test_hf_models import build, rel
+
+    model = build("llama", torch.float32).train()
+    golden = copy.deepcopy(model).double()
+    ids = torch.randint(3, 256, (2, 12), device=model.device)
+    labels = ids.clone()
+    labels[1, :5] = -100
+
+    def loss_of(m):
+        return lambda input_ids, labels: m(input_ids=input_ids, labels=labels).loss
+
+    loss = torch.compile(loss_of(model), backend="mojo", options={"backward_piece_mb": 16 / 1024})(ids, labels)
+    loss.backward()
+    assert mojo_compile.last_report().graphs[-1].pieces >= 3
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    ref = loss_of(model)(ids, labels)
+    ref.backward()
+    exact = loss_of(golden)(ids, labels)
+    exact.backward()
+    assert rel(loss, exact) <= 1.5 * rel(ref, exact) + 1e-6, (loss, ref, exact)
+    for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
+        err, eager_err = rel(got[name], p64.grad), rel(p.grad, p64.grad)
+        assert err <= 1.5 * eager_err + 1e-6, (name, err, eager_err)
+
+
+def test_a_graph_the_pieces_fail_on_compiles_whole(monkeypatch, caplog):
+    """Pieces only save memory: where splitting or a piece's compile fails, the graph compiles whole (one piece),
+    with the reason logged, and the step is still right."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("no pieces today")
+
+    monkeypatch.setattr(pieces, "compile_in_pieces", broken)
+    model, eager, exact = copies()
+    compiled = torch.compile(model, backend="mojo", options=SMALL_PIECES)
+    with caplog.at_level("WARNING", logger="mojo_compile"):
+        loss = compiled(*batches(7)[0])
+    loss.backward()
+    assert mojo_compile.last_report().graphs[-1].pieces == 1
+    assert "no pieces today" in caplog.text
+    check_as_accurate(loss.detach(), eager(*batches(7)[0]), exact(*batches(7)[0]), torch.float32, "loss")
