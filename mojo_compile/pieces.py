@@ -22,6 +22,7 @@ more autograd node and Python call per piece.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any, Callable, Optional
 
 import torch
@@ -48,9 +49,8 @@ def _region_change(node: Node) -> tuple[int, Optional[bool]]:
     return 0, None
 
 
-def _first_uses(gm: GraphModule, grad_inputs: dict) -> dict[Node, int]:
+def _first_uses(gm: GraphModule, grad_inputs: dict, order: dict[Node, int]) -> dict[Node, int]:
     """For each node, the bytes of gradient-taking inputs it is the first user of."""
-    order = {n: i for i, n in enumerate(gm.graph.nodes)}
     charged: dict[Node, int] = {}
     for placeholder, nbytes in grad_inputs.items():
         users = [u for u in placeholder.users if u.op != "output"]
@@ -69,6 +69,29 @@ def _example_int(size) -> int:
     return int(hint) if hint is not None else 0
 
 
+def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
+    """blocked[i]: no cut before node i, because a tensor that exists before it (an intermediate made there, or a
+    graph input read there, or a view of either) is written in place at or after it. Cut there, a later piece
+    would write a tensor an earlier piece made or read: AOTAutograd then writes it back after the piece's autograd
+    node and the earlier piece's saved values see a changed version (an error in the backward), or a view reaches
+    the later piece without its base."""
+    from .canonicalize import view_base, written_by
+
+    blocked = [False] * len(order)
+    for node in gm.graph.nodes:
+        for written in written_by(node):
+            root = written
+            while view_base(root) is not None:
+                root = view_base(root)
+            if root.op == "placeholder":
+                start = min((order[u] for u in root.users), default=order[node])
+            else:
+                start = order[root]
+            for i in range(start + 1, order[node] + 1):
+                blocked[i] = True
+    return blocked
+
+
 def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dict[Node, int]]:
     """The piece of each call node, in graph order (non-decreasing), or None where the graph stays whole."""
     if piece_mb <= 0 or not torch.is_grad_enabled():
@@ -76,12 +99,14 @@ def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dic
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
     grad_inputs = {}
     for node, value in zip(placeholders, example_inputs):
-        if isinstance(value, torch.Tensor) and value.requires_grad:  # a symbolic size: its example value, with
+        if isinstance(value, torch.Tensor) and value.requires_grad:
             grad_inputs[node] = _example_int(value.numel()) * value.element_size()
     piece_bytes = piece_mb * 2 ** 20
     if sum(grad_inputs.values()) < 2 * piece_bytes:
         return None
-    charged = _first_uses(gm, grad_inputs)
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    charged = _first_uses(gm, grad_inputs, order)
+    blocked = _blocked(gm, order)
     assignment: dict[Node, int] = {}
     piece, in_piece, depth, grad_on = 0, 0, 0, True
     for node in gm.graph.nodes:
@@ -91,7 +116,7 @@ def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dic
         # a new piece where this one is full, or before a parameter that fills one alone (an LM head: its
         # gradient leaves with its own piece's backward, the first to run, not held through the layers')
         if first and (in_piece >= piece_bytes or (first >= piece_bytes and in_piece > 0)) and depth == 0 \
-                and grad_on:
+                and grad_on and not blocked[order[node]]:
             piece, in_piece = piece + 1, 0
         in_piece += first
         assignment[node] = piece
@@ -117,26 +142,35 @@ class _Piece(torch.nn.Module):
 
 class _CompileEach(torch.fx.Interpreter):
     """Runs the split graph on fake inputs; each piece is compiled on the fake values that reach it, then run
-    uncompiled on them to make the next pieces' example inputs."""
+    uncompiled on them to make the next pieces' example inputs (compiled first: the run applies the piece's
+    in-place changes to those values, which the compiler must see as they were)."""
 
     def __init__(self, split: GraphModule, compile_piece: Callable, fake_mode):
         super().__init__(split)
         self.compile_piece = compile_piece
         self.fake_mode = fake_mode
 
+    def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
+        """A constant the graph made (a get_attr split_module turned into a piece's input): fake, with its sizes
+        static, as Dynamo's own constants are (a fresh symbolic size would have no source to guard)."""
+        value = super().get_attr(target, args, kwargs)
+        if isinstance(value, torch.Tensor) and not isinstance(value, torch._subclasses.FakeTensor):
+            value = self.fake_mode.from_tensor(value, static_shapes=True)
+        return value
+
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
         assert not kwargs, "split_module passes a piece's inputs positionally"
         original: GraphModule = self.fetch_attr(target)
-        with self.fake_mode:
-            out = original(*args)
-        graph_copy = GraphModule(original, original.graph)  # the compiler may change its graph: keep ours intact
-        output = next(iter(graph_copy.graph.find_nodes(op="output")))
-        unwrap = not isinstance(output.args[0], (tuple, list))
-        if unwrap:
-            output.args = ((output.args[0],),)
-            graph_copy.recompile()
-        setattr(self.module, target, _Piece(self.compile_piece(graph_copy, list(args)), unwrap))
-        return out
+        graph = torch.fx.Graph()
+        result = graph.graph_copy(original.graph, {})  # the piece's nodes (meta shared), its output left out
+        unwrap = not isinstance(result, (tuple, list))
+        graph.output((result,) if unwrap else result)  # the inner compiler takes graphs returning a tuple
+        compiled = self.compile_piece(GraphModule(original, graph), list(args))
+        setattr(self.module, target, _Piece(compiled, unwrap))
+        shape_env = self.fake_mode.shape_env
+        ignore_unbacked = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else nullcontext()
+        with self.fake_mode, ignore_unbacked:  # data-dependent sizes: the compile above bound them already
+            return original(*args)
 
 
 def compile_in_pieces(gm: GraphModule, example_inputs: list, assignment: dict[Node, int],
