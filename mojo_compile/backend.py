@@ -237,9 +237,19 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) 
             return pieces.compile_in_pieces(aten_gm, example_inputs, assignment, compile_piece,
                                             _fake_mode(example_inputs))
         except Exception as e:  # noqa: BLE001 - pieces save memory; a graph they fail on still compiles whole
+            if _is_dynamo_restart(e):
+                raise  # Dynamo's own control flow (a restart with what the compile learnt), not a failure
             log.warning("mojo: compiling the graph in pieces failed (%s: %s); compiling it whole", type(e).__name__,
                         str(e).splitlines()[0] if str(e) else "")
     return compile_piece(aten_gm, example_inputs)
+
+
+def _is_dynamo_restart(e: Exception) -> bool:
+    try:
+        from torch._dynamo.exc import RestartAnalysis
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(e, RestartAnalysis)
 
 
 def _uses_cudagraphs(options: Options) -> bool:

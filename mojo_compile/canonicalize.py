@@ -71,12 +71,12 @@ def _identity_arith(identity) -> Callable[[Node], Optional[Node]]:
     return rule
 
 
-def view_base(node) -> Optional[Node]:
+def _view_base(node) -> Optional[Node]:
     """The tensor a view node aliases (views per the op schema; getitem of a split), else None."""
     if not isinstance(node, Node) or node.op != "call_function":
         return None
     if node.target is operator.getitem:
-        return view_base(node.args[0]) and node.args[0]
+        return _view_base(node.args[0]) and node.args[0]
     schema = getattr(node.target, "_schema", None)
     if schema is not None and not schema.is_mutable and any(r.alias_info is not None for r in schema.returns):
         return node.args[0] if isinstance(node.args[0], Node) else None
@@ -109,12 +109,12 @@ def _touched_by_mutation(node: Node) -> bool:
             for value in written_by(n):
                 while isinstance(value, Node):
                     touched.add(value)
-                    value = view_base(value)
+                    value = _view_base(value)
         graph._mojo_touched = touched
     while node is not None:
         if node in touched:
             return True
-        node = view_base(node)
+        node = _view_base(node)
     return False
 
 

@@ -70,23 +70,26 @@ def _example_int(size) -> int:
 
 
 def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
-    """blocked[i]: no cut before node i, because a tensor that exists before it (an intermediate made there, or a
-    graph input read there, or a view of either) is written in place at or after it. Cut there, a later piece
-    would write a tensor an earlier piece made or read: AOTAutograd then writes it back after the piece's autograd
-    node and the earlier piece's saved values see a changed version (an error in the backward), or a view reaches
-    the later piece without its base."""
-    from .canonicalize import view_base, written_by
+    """blocked[i]: no cut before node i, because a tensor that exists before it (an intermediate made there, a
+    graph input read there, or anything sharing its storage: views, and ops that return their input or a view of
+    it without saying so in their schema, e.g. broadcast_tensors, atleast_2d) is written in place at or after it.
+    Cut there, a later piece would write what an earlier piece made or saved: AOTAutograd writes it back after the
+    piece's autograd node and the earlier piece's saved values see a changed version (an error in the backward),
+    or a view reaches the later piece without its base. Storage identity is read off the traced values."""
+    from .canonicalize import written_by
 
+    first_seen: dict = {}
+    for node in gm.graph.nodes:
+        storage = _storage(node.meta.get("val"))
+        if storage is None:
+            continue
+        seen = min((order[u] for u in node.users), default=order[node]) if node.op == "placeholder" else order[node]
+        first_seen[storage] = min(first_seen.get(storage, seen), seen)
     blocked = [False] * len(order)
     for node in gm.graph.nodes:
         for written in written_by(node):
-            root = written
-            while view_base(root) is not None:
-                root = view_base(root)
-            if root.op == "placeholder":
-                start = min((order[u] for u in root.users), default=order[node])
-            else:
-                start = order[root]
+            storage = _storage(written.meta.get("val"))
+            start = first_seen.get(storage, order[written]) if storage is not None else order[written]
             for i in range(start + 1, order[node] + 1):
                 blocked[i] = True
     return blocked
@@ -140,15 +143,34 @@ class _Piece(torch.nn.Module):
         return out[0] if self.unwrap and isinstance(out, (tuple, list)) else out
 
 
+def _storage(value):
+    """The storage of a traced tensor value (views share their base's), else None."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    if isinstance(value, torch.Tensor):
+        return StorageWeakRef(value.untyped_storage())
+    return None
+
+
+def _output_storages(gm: GraphModule) -> set:
+    """The storages of what the graph returns, by its traced values."""
+    output = next(iter(gm.graph.find_nodes(op="output")))
+    found = set()
+    torch.fx.map_arg(output.args, lambda n: found.add(_storage(n.meta.get("val"))))
+    found.discard(None)
+    return found
+
+
 class _CompileEach(torch.fx.Interpreter):
     """Runs the split graph on fake inputs; each piece is compiled on the fake values that reach it, then run
     uncompiled on them to make the next pieces' example inputs (compiled first: the run applies the piece's
     in-place changes to those values, which the compiler must see as they were)."""
 
-    def __init__(self, split: GraphModule, compile_piece: Callable, fake_mode):
+    def __init__(self, split: GraphModule, compile_piece: Callable, fake_mode, escaping: set):
         super().__init__(split)
         self.compile_piece = compile_piece
         self.fake_mode = fake_mode
+        self.escaping = escaping
 
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
         """A constant the graph made (a get_attr split_module turned into a piece's input): fake, with its sizes
@@ -165,7 +187,14 @@ class _CompileEach(torch.fx.Interpreter):
         result = graph.graph_copy(original.graph, {})  # the piece's nodes (meta shared), its output left out
         unwrap = not isinstance(result, (tuple, list))
         graph.output((result,) if unwrap else result)  # the inner compiler takes graphs returning a tuple
-        compiled = self.compile_piece(GraphModule(original, graph), list(args))
+        # Inductor may reuse a saved tensor's buffer in the backward ("donated buffers": AOTAutograd's
+        # functorch.config.donated_buffer). A piece's input that the whole graph also returns (or a view of it)
+        # must not be: the caller's tensor would change under the backward. Whole, the graph knows its outputs;
+        # a piece does not, so where such an input reaches it, it donates nothing.
+        inputs_escape = any(_storage(p.meta.get("val")) in self.escaping
+                            for p in original.graph.find_nodes(op="placeholder"))
+        with torch._functorch.config.patch(donated_buffer=False) if inputs_escape else nullcontext():
+            compiled = self.compile_piece(GraphModule(original, graph), list(args))
         setattr(self.module, target, _Piece(compiled, unwrap))
         shape_env = self.fake_mode.shape_env
         ignore_unbacked = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else nullcontext()
@@ -186,7 +215,7 @@ def compile_in_pieces(gm: GraphModule, example_inputs: list, assignment: dict[No
     with fake_mode:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
                        else fake_mode.from_tensor(x) for x in example_inputs]
-    _CompileEach(split, compile_piece, fake_mode).run(*fake_inputs)
+    _CompileEach(split, compile_piece, fake_mode, _output_storages(gm)).run(*fake_inputs)
     split.recompile()
     pieces = sum(1 for n in split.graph.nodes if n.op == "call_module")
     log.info("mojo: the graph compiled in %d pieces (backward_piece_mb)", pieces)

@@ -296,7 +296,24 @@ class ConstantMadeInForward(nn.Module):
         return self.l3(torch.tanh(self.l2(torch.tanh(self.l1(x[0]) * c)))).square().mean()
 
 
-@pytest.mark.parametrize("model", [LayerScaleInPlace, ShapeChangedInPlace, ViewWrittenLater, ConstantMadeInForward])
+class WrittenThroughAnUnannotatedAlias(nn.Module):
+    """`torch.broadcast_tensors(h, s)[0]` is h itself (its schema says nothing of it): writing it in place writes
+    h, which the piece before the cut made. Seen by storage, not by schema."""
+
+    def __init__(self):
+        super().__init__()
+        self.w1, self.w2, self.side = (nn.Parameter(torch.randn(16, 16) / 4) for _ in range(3))
+        self.gamma = nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        h = F.gelu(x[0] @ self.w1) @ self.w2
+        s = torch.tanh(x[0] @ self.side)
+        torch.broadcast_tensors(h, s)[0].mul_(self.gamma)
+        return (h + s).square().mean()
+
+
+@pytest.mark.parametrize("model", [LayerScaleInPlace, ShapeChangedInPlace, ViewWrittenLater, ConstantMadeInForward,
+                                   WrittenThroughAnUnannotatedAlias])
 def test_in_place_writes_and_constants_across_pieces(model):
     """Pieces of 1 KiB (a cut is due at every parameter's first use, where one may fall): the loss and every
     gradient as accurate as eager's against an fp64 copy, and the graph still split where it may be."""
@@ -335,3 +352,23 @@ def test_a_graph_input_read_early_and_written_at_the_end_stays_whole():
 
     gm = traced(fn, x, step, *ws)
     assert pieces.plan(gm, [x, step, *ws], 16 / 1024) is None
+
+
+def test_a_value_the_graph_returns_is_not_overwritten_by_a_later_piece_backward():
+    """An activation returned beside the loss (hidden states) that a later piece also takes as input: that piece's
+    backward must not reuse its buffer (Inductor's donated buffers), or the caller's tensor changes under
+    backward()."""
+    ws = [nn.Parameter(torch.randn(16, 16) / 4) for _ in range(2)]
+
+    def fn(x, w1, w2):
+        a = torch.tanh(x @ w1)
+        return torch.tanh(a @ w2).square().sum(), a, a[:2].t()
+
+    x = torch.randn(4, 16)
+    loss, a, view = torch.compile(fn, backend="mojo", options={"backward_piece_mb": 1 / 1024})(x, *ws)
+    assert mojo_compile.last_report().graphs[-1].pieces == 2
+    before = a.detach().clone()
+    loss.backward()
+    assert torch.equal(a.detach(), before) and torch.equal(view.detach(), before[:2].t())
+    eager = torch.tanh(x @ ws[0].detach())
+    assert torch.allclose(a.detach(), eager, rtol=1e-6, atol=1e-6)  # fp32: the same ops, Inductor's rounding

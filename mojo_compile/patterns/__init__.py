@@ -317,10 +317,10 @@ def _written_later(match) -> Optional[str]:
 
 def _alias_root(node: Node) -> Node:
     """The tensor `node` is a view of, through every view (itself if none): two nodes alias if their roots agree."""
-    from ..canonicalize import view_base
+    from ..canonicalize import _view_base
 
-    while view_base(node) is not None:
-        node = view_base(node)
+    while _view_base(node) is not None:
+        node = _view_base(node)
     return node
 
 
