@@ -192,8 +192,7 @@ class _Launcher:
 
 class _Wrapped:
     def __init__(self, kernel):
-        if getattr(kernel, "mojo_writes", None) is None:  # every kernel declares what it writes
-            declared_writes(kernel)  # (raises, naming the kernel)
+        declared_writes(kernel)  # every kernel declares what it writes: raises, naming the kernel, if not
         self.kernel = kernel
 
     def __getitem__(self, grid):
