@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -55,6 +56,7 @@ def git_tree_hash(path: str) -> str:
     return hashlib.sha1(b"tree %d\0" % len(body) + body).hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def versions() -> dict:
     out = {"python": sys.version.split()[0]}
     for name in ("torch", "triton", "transformers"):
@@ -135,7 +137,7 @@ def main(argv=None) -> int:
     cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
     progress: list[str] = []
-    versions()  # import torch & co. now: a TERM that lands mid-import would leave a half-initialised module
+    versions()  # read once, now: a TERM landing in torch's import would leave a half-initialised module
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def finish(code, counts, failures, cut=False):
