@@ -107,7 +107,8 @@ def test_strided_rows_read_in_place():
     labels = torch.randint(0, 517, (5,), device=DEVICE)
     row_loss, lse = cross_entropy_fwd(x, labels, -100)
     ref_loss, ref_lse, p = reference(x, labels, -100)
-    assert rel(lse, ref_lse) <= TOL_FP32 and rel(row_loss, ref_loss) <= TOL_FP32
+    assert rel(lse, ref_lse) <= TOL_FP32  # test_forward's bounds
+    assert (row_loss.double() - ref_loss).abs().max().item() <= TOL_FP32 * (1 + ref_lse.abs().max().item())
     ones = torch.ones(5, device=DEVICE)
     dx = cross_entropy_bwd(x, labels, lse, ones, ones)
     expected = p.clone()
@@ -190,7 +191,8 @@ def test_in_place_and_into_slices():
     x, labels = make(6, 1000, torch.bfloat16)
     row_loss, lse = cross_entropy_fwd(x, labels, -100)
     ref_loss, ref_lse, _ = reference(x, labels, -100)
-    assert rel(lse, ref_lse) <= TOL_FP32 and rel(row_loss, ref_loss) <= TOL_FP32
+    assert rel(lse, ref_lse) <= TOL_FP32  # test_forward's bounds
+    assert (row_loss.double() - ref_loss).abs().max().item() <= TOL_FP32 * (1 + ref_lse.abs().max().item())
     buffers = torch.full((2, 9), float("nan"), device=DEVICE)
     cross_entropy_fwd(x, labels, -100, out=(buffers[0, 2:8], buffers[1, 2:8]))
     assert torch.equal(buffers[0, 2:8], row_loss) and torch.equal(buffers[1, 2:8], lse)
