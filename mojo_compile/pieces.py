@@ -10,14 +10,15 @@ and frees them, and only then does the next piece's backward run.
 
 How: the rewritten ATen graph's nodes are dealt out in order to pieces of about `backward_piece_mb` MiB of
 gradients each (an input that requires grad is counted at its first use), cut only where no autocast or grad-mode
-region is open. `torch.fx.passes.split_module` makes the pieces; each is compiled by the inner compiler on example
+region is open, and where the fewest bytes of values cross from one piece to the next (a value crossing a cut may
+be saved for the backward by both pieces). `torch.fx.passes.split_module` makes the pieces; each is compiled by the inner compiler on example
 inputs made by running the pieces before it on fake tensors, as Dynamo's DDPOptimizer compiles the buckets it
 splits a graph into. A graph with less than two pieces' worth of gradients, or compiled without grad, or for CUDA
 graphs (one graph per step is their point) stays whole.
 
-What it costs: a piece boundary is a fusion boundary for the inner compiler (the cuts fall where the next piece's
-first parameter is used, in a transformer the next layer's first norm: nothing fuses across there anyway), and one
-more autograd node and Python call per piece.
+What it costs: a piece boundary is a fusion boundary for the inner compiler (in a transformer the cuts fall on
+the residual stream, between a layer's attention and its MLP or between layers: little fuses across there), and
+one more autograd node and Python call per piece.
 """
 from __future__ import annotations
 
@@ -95,8 +96,44 @@ def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
     return blocked
 
 
+def _crossing_bytes(gm: GraphModule, order: dict[Node, int]) -> list[int]:
+    """crossing[i]: the bytes of the values made before node i and read at or after it, each storage counted once
+    (views share their base's). A cut before node i hands these from one piece to the next, and the next piece
+    saves those its backward needs a second time, beside what the first piece saved to make them: a cut between
+    a SwiGLU's gate and its down projection keeps a [tokens, intermediate] tensor alive that the activation's
+    recompute would not. Graph inputs and what the graph returns are alive wherever the cuts are: not counted."""
+    inputs = {_storage(p.meta.get("val")) for p in gm.graph.find_nodes(op="placeholder")}
+    spans: dict = {}  # storage -> [made at, last read at, bytes]
+    for node in gm.graph.nodes:
+        value = node.meta.get("val")
+        storage = _storage(value)
+        if node.op in ("placeholder", "output") or storage is None or storage in inputs:
+            continue
+        last = max((order[u] for u in node.users if u.op != "output"), default=order[node])
+        nbytes = _example_int(value.numel()) * value.element_size()
+        span = spans.setdefault(storage, [order[node], last, nbytes])
+        span[1], span[2] = max(span[1], last), max(span[2], nbytes)
+    delta = [0] * (len(order) + 1)
+    for made, last, nbytes in spans.values():
+        if last > made:
+            delta[made + 1] += nbytes
+            delta[last + 1] -= nbytes
+    crossing, total = [], 0
+    for change in delta[:-1]:
+        total += change
+        crossing.append(total)
+    return crossing
+
+
 def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dict[Node, int]]:
-    """The piece of each call node, in graph order (non-decreasing), or None where the graph stays whole."""
+    """The piece of each call node, in graph order (non-decreasing), or None where the graph stays whole.
+
+    A cut may fall before a node that is the first to use a gradient-taking input, outside autocast and no-grad
+    regions and where no in-place write spans it. Once a piece holds `piece_mb` of gradients, the cut is the one
+    handing the fewest bytes to the next piece (`_crossing_bytes`) among the candidates in the next `piece_mb`
+    (the earliest of equals): in a transformer a layer's residual stream, not the inside of its MLP. A parameter
+    that fills a piece alone (an LM head) starts a piece of its own, so its gradient leaves with its own piece's
+    backward, the first to run, rather than being held through the layers'."""
     if piece_mb <= 0 or not torch.is_grad_enabled():
         return None
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
@@ -110,23 +147,42 @@ def plan(gm: GraphModule, example_inputs: list, piece_mb: float) -> Optional[dic
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     charged = _first_uses(gm, grad_inputs, order)
     blocked = _blocked(gm, order)
-    assignment: dict[Node, int] = {}
-    piece, in_piece, depth, grad_on = 0, 0, 0, True
+    candidates = []  # (node, gradient bytes before it, its own), where a cut may fall
+    before, depth, grad_on = 0, 0, True
     for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output"):
-            continue
         first = charged.get(node, 0)
-        # a new piece where this one is full, or before a parameter that fills one alone (an LM head: its
-        # gradient leaves with its own piece's backward, the first to run, not held through the layers')
-        if first and (in_piece >= piece_bytes or (first >= piece_bytes and in_piece > 0)) and depth == 0 \
-                and grad_on and not blocked[order[node]]:
-            piece, in_piece = piece + 1, 0
-        in_piece += first
-        assignment[node] = piece
+        if first and depth == 0 and grad_on and not blocked[order[node]]:
+            candidates.append((node, before, first))
+        before += first
         change, grad = _region_change(node)
         depth += change
         grad_on = grad if grad is not None else grad_on
-    return assignment if piece > 0 else None
+    crossing = _crossing_bytes(gm, order)
+    cuts, start, i = [], 0, 0
+    while i < len(candidates):
+        node, at, first = candidates[i]
+        if first >= piece_bytes and at > start:
+            cuts.append(node)
+            start = at
+        elif at - start >= piece_bytes:
+            window = [i]  # up to one more piece's worth, and not past a parameter that needs its own piece
+            for j in range(i + 1, len(candidates)):
+                if candidates[j][1] - at >= piece_bytes or candidates[j][2] >= piece_bytes:
+                    break
+                window.append(j)
+            i = min(window, key=lambda j: (crossing[order[candidates[j][0]]], j))
+            cuts.append(candidates[i][0])
+            start = candidates[i][1]
+        i += 1
+    if not cuts:
+        return None
+    assignment, piece, cut_at = {}, 0, set(cuts)
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        piece += node in cut_at
+        assignment[node] = piece
+    return assignment
 
 
 class _Piece(torch.nn.Module):

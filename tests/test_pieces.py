@@ -139,6 +139,36 @@ def test_plan_cuts_before_each_full_piece_and_isolates_a_large_parameter():
     assert list(piece_of.values()) == [0, 0, 1, 1, 2], piece_of
 
 
+def test_plan_cuts_where_the_least_crosses_over():
+    """Gated MLP layers whose weights (3 x 24 KiB) fill pieces of 40 KiB mid-layer, then a head. Cut at the first
+    weight use past a full piece, the cuts would fall before down projections, handing their [tokens,
+    intermediate] inputs to the next piece (which saves them again for its backward). The plan looks one piece
+    ahead and cuts where the least crosses: before the next layer's gate (the residual stream and the normalised
+    input) and before the head, never inside an MLP."""
+    torch.manual_seed(0)
+    ws = [torch.randn(*shape, requires_grad=True) for _ in range(3) for shape in ((64, 96), (64, 96), (96, 64))]
+    ws.append(torch.randn(64, 64, requires_grad=True))
+    x = torch.randn(32, 64)
+
+    def fn(x, *ws):
+        x = x * 2  # made in the graph, as an embedding's output is
+        for gate, up, down in zip(ws[0:9:3], ws[1:9:3], ws[2:9:3]):
+            y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+            x = x + (F.silu(y @ gate) * (y @ up)) @ down
+        return (x @ ws[9]).sum()
+
+    gm = traced(fn, x, *ws)
+    plan = pieces.plan(gm, [x, *ws], 40 / 1024)
+    assert plan is not None
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    first_use = [min(p.users, key=order.__getitem__) for p in gm.graph.find_nodes(op="placeholder")][1:]
+    piece_of = [plan[node] for node in first_use]  # gate, up, down of each layer, then the head
+    assert piece_of == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3], piece_of
+    crossing = pieces._crossing_bytes(gm, order)
+    downs, gates = first_use[2:9:3], first_use[3:10:3]
+    assert all(crossing[order[d]] > crossing[order[g]] for d, g in zip(downs, gates))
+
+
 def test_plan_never_cuts_inside_an_autocast_or_no_grad_region():
     """A cut is due at every weight's first use; none falls between an autocast's enter and exit or a no_grad
     region's grad-mode changes (a piece compiled alone would run half a region)."""
