@@ -22,6 +22,9 @@ def build(family, dtype):
         "qwen3": lambda: transformers.Qwen3Config(**COMMON, head_dim=16, rms_norm_eps=1e-6),
         "gemma": lambda: transformers.GemmaConfig(**COMMON, head_dim=16, hidden_activation="gelu_pytorch_tanh"),
         "gemma2": lambda: transformers.Gemma2Config(**COMMON, head_dim=16, final_logit_softcapping=30.0),
+        "cohere": lambda: transformers.CohereConfig(**COMMON, logit_scale=0.375),
+        "granite": lambda: transformers.GraniteConfig(**COMMON, logits_scaling=3.0, embedding_multiplier=2.0,
+                                                      residual_multiplier=0.5, attention_multiplier=0.25),
         "olmo2": lambda: transformers.Olmo2Config(**COMMON),
         "phi3": lambda: transformers.Phi3Config(**COMMON),
         "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
@@ -114,11 +117,12 @@ def test_logits_and_every_gradient(family, target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma2", "cohere", "granite"])
 def test_loss_function_fuses_the_lm_head(family, target):
     """Compiled: the function that returns the loss (the documented way to train without materialising the
     logits: they are no graph output). The LM head fuses with the loss (mojo.linear_cross_entropy, gradients in
-    the forward), Gemma2's with its final logit softcap inside. Rows ignored (-100). The loss and every parameter's
+    the forward), Gemma2's with its final logit softcap inside, Cohere's with its logit scale (`* s`), Granite's
+    with its logits scaling (`/ s`). Rows ignored (-100). The loss and every parameter's
     gradient as accurate as eager's against an fp64 copy."""
     model = build(family, torch.bfloat16)
     ids = torch.randint(3, 256, (2, 12), device=DEVICE)

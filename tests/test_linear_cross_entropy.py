@@ -206,6 +206,10 @@ def test_op_rejects_bad_arguments():
         mojo.linear_cross_entropy(h, w, t.int(), -100, "mean", target="torch")
     with pytest.raises(ValueError, match="scalar loss"):
         mojo.linear_cross_entropy(h, w, t, -100, "none", True, False, target="torch")
+    with pytest.raises(ValueError, match="logit_divisor"):
+        mojo.linear_cross_entropy(h, w, t, -100, "mean", logit_divisor=0.0, target="torch")
+    with pytest.raises(ValueError, match="logit_scale"):
+        mojo.linear_cross_entropy(h, w, t, -100, "mean", logit_scale=float("inf"), target="torch")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -214,21 +218,26 @@ def test_opcheck(target):
     for reduction, grads in (("mean", (True, True)), ("sum", (False, True)), ("mean", (False, False)),
                              ("none", (False, False))):
         torch.library.opcheck(mojo.linear_cross_entropy.default,
-                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, 0.0, target))
-    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "sum", True, True, 3.0, target))
+                              (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, 0.0, 1.0, 1.0,
+                               target))
+    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "sum", True, True, 3.0, 1.0, 1.0,
+                                                              target))
+    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "mean", True, True, 0.0, 0.5, 3.0,
+                                                              target))
 
 
 @pytest.fixture
 def forward_grads(monkeypatch):
-    """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs (the arguments before softcap),
+    """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs (the arguments before softcap,
+    logit_scale and logit_divisor),
     and ("recomputed", ...) of each backward that recomputes the logits."""
     seen, call = [], lowering.call
 
     def spy(name, target, *args):
         if name == "linear_cross_entropy":
-            seen.append(tuple(args[-3:-1]))
+            seen.append(tuple(args[-5:-3]))
         if name == "linear_cross_entropy_backward":
-            seen.append(("recomputed", *args[-3:-1]))
+            seen.append(("recomputed", *args[-5:-3]))
         return call(name, target, *args)
     monkeypatch.setattr(lowering, "call", spy)
     return seen
@@ -324,6 +333,62 @@ def test_softcap_as_accurate_as_eager(target, dtype, reduction):
 def test_softcap_of_two_constants_is_not_fused(target):
     """`/ 3` then `* 2` is no softcap: the head is not fused (the loss on the materialised logits is)."""
     fn = softcapped_loss(3.0, 2.0)
+    h, w, t = inputs(torch.bfloat16, "linear")
+    loss = compile_mojo(fn, target)(h, w, t)
+    assert [op for _, op in sites()] == ["mojo.cross_entropy"]
+    assert torch.allclose(loss, fn(h, w, t), rtol=1e-3)
+
+
+def scaled_loss(scaling, s, reduction="mean"):
+    """HF's spellings of a final logit scale: Cohere's `lm_head(h) * s`, Granite's `lm_head(h) / s`, then the
+    causal-LM loss on the flattened fp32 logits."""
+    def fn(h, w, t):
+        x = F.linear(h, w)
+        x = x * s if scaling == "scale" else x / s
+        return F.cross_entropy(x.float().view(-1, w.shape[0]), t, reduction=reduction)
+    return fn
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("scaling,s", [("scale", 0.375), ("divisor", 3.0), ("divisor", 7)],
+                         ids=["scale", "divisor", "int-divisor"])
+def test_logit_scale_as_accurate_as_eager(target, dtype, reduction, scaling, s):
+    """A final logit scale between head and loss: fused (the scale inside the op), loss, dhidden and dweight as
+    accurate as eager against fp64; an int divisor as a float one."""
+    fn = scaled_loss(scaling, s, reduction)
+    h, w, t = inputs(dtype, "linear")
+    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
+    assert sites() == [(f"linear_cross_entropy.{scaling}.{reduction}", "mojo.linear_cross_entropy")]
+    eager = run(fn, h, w, t, grad)
+    exact = run(fn, h.double(), w.double(), t, grad.double())
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
+    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_logit_scale_inside_the_op_is_the_spelling(target):
+    """The op's scale and divisor against the plain loss on logits scaled outside it: the same bf16 logits either
+    way (torch's own `* s` and `/ s` in bf16, each rounded once), so the losses agree to fp32's rounding."""
+    h, w, t = inputs(torch.bfloat16, "matmul")
+    for kwargs, scaled in (({"logit_scale": 0.375}, lambda z: z * 0.375), ({"logit_divisor": 3.0}, lambda z: z / 3.0)):
+        fused = mojo.linear_cross_entropy(h, w, t, -100, "sum", target=target, **kwargs)[0]
+        plain = F.cross_entropy(scaled(h @ w.T).float(), t, reduction="sum")
+        assert torch.allclose(fused, plain, rtol=1e-5), kwargs
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_logit_scale_by_a_tensor_is_not_fused(target):
+    """`* s` with s a tensor (a learned scale) is not a literal: the head is not fused (the loss on the
+    materialised logits is)."""
+    s = torch.tensor(0.5, device=DEVICE)
+
+    def fn(h, w, t):
+        return F.cross_entropy((F.linear(h, w) * s).float().view(-1, w.shape[0]), t)
+
     h, w, t = inputs(torch.bfloat16, "linear")
     loss = compile_mojo(fn, target)(h, w, t)
     assert [op for _, op in sites()] == ["mojo.cross_entropy"]

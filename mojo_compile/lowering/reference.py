@@ -350,36 +350,55 @@ def _lce_blocks(hidden, weight):
     return spans(n, rows), spans(v, cols)
 
 
-def _lce_logits(raw, softcap: float):
+def _lce_scaled(raw, logit_scale: float, logit_divisor: float):
+    """The GEMM's output times logit_scale, then divided by logit_divisor, where they are not 1: eager's ops in
+    hidden's dtype, each rounding once."""
+    if logit_scale != 1:
+        raw = raw * logit_scale
+    if logit_divisor != 1:
+        raw = raw / logit_divisor
+    return raw
+
+
+def _lce_logits(raw, softcap: float, logit_scale: float = 1.0, logit_divisor: float = 1.0):
     """A block of the logits from its GEMM output `raw` = `F.linear(h, w)` in hidden's dtype (the GEMM accumulates
     in fp32 and rounds once to bf16 / fp16; only its K-split may differ from the full [N, V] product's), rounded as
-    the spelling rounds them: a final softcap (Gemma2's `z / c`, `tanh`, `* c`, each rounded to that dtype as eager's
-    ops round), then `.float()`."""
-    return (torch.tanh(raw / softcap) * softcap if softcap else raw).float()
+    the spelling rounds them: the scale and divisor (_lce_scaled), a final softcap (Gemma2's `z / c`, `tanh`, `* c`,
+    each rounded to that dtype as eager's ops round), then `.float()`."""
+    z = _lce_scaled(raw, logit_scale, logit_divisor)
+    return (torch.tanh(z / softcap) * softcap if softcap else z).float()
 
 
-def _lce_dlogits(d, raw, softcap: float):
+def _lce_dlogits(d, raw, softcap: float, logit_scale: float = 1.0, logit_divisor: float = 1.0):
     """The gradient at the GEMM's output from the fp32 gradient d of the block's logits, rounded as eager's backward
-    rounds it: `.float()`'s backward rounds d to hidden's dtype; a softcap's `* c`, `tanh` and `/ c` backwards each
-    round again."""
+    rounds it: `.float()`'s backward rounds d to hidden's dtype; a softcap's `* c`, `tanh` and `/ c` backwards, then
+    the divisor's and the scale's, each round again."""
     d = d.to(raw.dtype)
     if softcap:
-        d = torch.ops.aten.tanh_backward(d * softcap, torch.tanh(raw / softcap)) / softcap
+        z = _lce_scaled(raw, logit_scale, logit_divisor)
+        d = torch.ops.aten.tanh_backward(d * softcap, torch.tanh(z / softcap)) / softcap
+    if logit_divisor != 1:
+        d = d / logit_divisor
+    if logit_scale != 1:
+        d = d * logit_scale
     return d
 
 
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap):
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
+                         logit_scale=1.0, logit_divisor=1.0):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
     logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
     At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
     asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
-    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap)
+    logit_ops = (softcap, logit_scale, logit_divisor)
+    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, *logit_ops)
     dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
-                                           reduction, hidden_grad, weight_grad, softcap)
+                                           reduction, hidden_grad, weight_grad, *logit_ops)
     return loss, lse, dh, dw
 
 
-def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap):
+def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap, logit_scale=1.0,
+                              logit_divisor=1.0):
     """(loss, lse) blockwise in torch ops, differentiable (the ops' backward of a second order uses it)."""
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v = weight.shape[0]
@@ -390,7 +409,7 @@ def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, s
         lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
         picked = torch.zeros_like(t, dtype=torch.float32)
         for c0, nc in col_spans:
-            z = _lce_logits(h @ weight.narrow(0, c0, nc).t(), softcap)
+            z = _lce_logits(h @ weight.narrow(0, c0, nc).t(), softcap, logit_scale, logit_divisor)
             lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
             idx = t - c0
             inside = (idx >= 0) & (idx < nc)
@@ -403,7 +422,7 @@ def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, s
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad, softcap):
+                                  hidden_grad, weight_grad, softcap, logit_scale=1.0, logit_divisor=1.0):
     """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
     loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
     hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
@@ -429,8 +448,10 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
             t, s = labels.narrow(0, r0, nr), lse.narrow(0, r0, nr)
             a_rows, b_rows = a.narrow(0, r0, nr), b.narrow(0, r0, nr)
             raw = h @ w.t()
-            pa = torch.exp(_lce_logits(raw, softcap) - s.unsqueeze(1)) * a_rows.unsqueeze(1)
-            d = _lce_dlogits(torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa), raw, softcap)
+            pa = torch.exp(_lce_logits(raw, softcap, logit_scale, logit_divisor) - s.unsqueeze(1)) * \
+                a_rows.unsqueeze(1)
+            d = _lce_dlogits(torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa), raw, softcap,
+                             logit_scale, logit_divisor)
             if hidden_grad:
                 dh[r0:r0 + nr] += (d @ w).float()
             if weight_grad:

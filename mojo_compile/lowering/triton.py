@@ -412,7 +412,8 @@ def _lce_rows(n: int, v: int, dtype: torch.dtype, buffers: int) -> int:
     return max(1, min(rows, n))
 
 
-def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None, a=None, b=None, dh=None, dw=None):
+def _lce_pass(hidden, weight, labels, ignore_index, logit_ops, lse, row_loss=None, a=None, b=None, dh=None,
+              dw=None):
     """One pass over the rows of hidden in chunks. Per chunk, its logits by one GEMM in hidden's dtype (what
     `F.linear(h, W)` computes: fp32 accumulation, rounded once), then
       - row_loss given: the loss kernel writes the chunk's lse and per-row loss;
@@ -421,11 +422,14 @@ def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None,
         the whole vocabulary (rounded once, as eager); dw = dlogits.T @ h, the first chunk written, the next added
         by the GEMM's epilogue (beta = 1: fp32 sum, rounded to dw's dtype once per chunk -- the one rounding eager
         does not have; 4 chunks at Llama-3 sizes, none where all rows fit one chunk).
-    A softcap c (Gemma2) takes a second chunk buffer (the chunks halve): the GEMM's output becomes tanh(z / c) in
-    place, the logits are that times c, and dlogits go back through `* c`, tanh's backward and `/ c` -- torch's
-    elementwise ops in hidden's dtype, each rounding as eager's op does.
+    logit_ops = (softcap, logit_scale, logit_divisor) (ops/linear_cross_entropy.py). A scale or divisor other than
+    1 is applied to the GEMM's output in place, and dlogits go back through the divisor's and the scale's
+    backwards in place. A softcap c (Gemma2) takes a second chunk buffer (the chunks halve): the (scaled) output
+    becomes tanh(z / c) in place, the logits are that times c, and dlogits go back through `* c`, tanh's backward
+    and `/ c`. All are torch's elementwise ops in hidden's dtype, each rounding as eager's op does.
     The GEMMs are cuBLAS's (torch.mm); the loop order is fixed and nothing is atomic: deterministic."""
     n, v = hidden.shape[0], weight.shape[0]
+    softcap, logit_scale, logit_divisor = logit_ops
     rows = _lce_rows(n, v, hidden.dtype, 2 if softcap else 1)
     weight_t = weight.t()
     chunk = torch.empty((rows, v), dtype=hidden.dtype, device=hidden.device)  # one buffer for every chunk's logits
@@ -434,6 +438,10 @@ def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None,
         r1 = min(n, r0 + rows)
         h, t = hidden[r0:r1], labels[r0:r1]
         logits = torch.mm(h, weight_t, out=chunk[:r1 - r0])
+        if logit_scale != 1:
+            logits.mul_(logit_scale)
+        if logit_divisor != 1:
+            logits.div_(logit_divisor)
         if softcap:
             tanh = logits.div_(softcap).tanh_()
             logits = torch.mul(tanh, softcap, out=capped[:r1 - r0])
@@ -444,6 +452,10 @@ def _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss=None,
         ce_kernels.cross_entropy_bwd(logits, t, lse[r0:r1], a[r0:r1], b[r0:r1], out=logits)
         if softcap:
             torch.ops.aten.tanh_backward.grad_input(logits.mul_(softcap), tanh, grad_input=logits).div_(softcap)
+        if logit_divisor != 1:
+            logits.div_(logit_divisor)
+        if logit_scale != 1:
+            logits.mul_(logit_scale)
         if dh is not None:
             torch.mm(logits, weight, out=dh[r0:r1])
         if dw is not None:
@@ -476,8 +488,7 @@ def _lce_reason(hidden, weight, labels, *rows):
     return None
 
 
-def _supports_linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad,
-                                   softcap):
+def _supports_linear_cross_entropy(hidden, weight, labels, *rest):
     return _lce_reason(hidden, weight, labels)
 
 
@@ -485,7 +496,8 @@ def _supports_linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight,
     return _lce_reason(hidden, weight, labels, grad_loss, grad_lse, lse)
 
 
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap):
+def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
+                         logit_scale, logit_divisor):
     """Loss and lse per chunk of rows; with hidden_grad / weight_grad, the gradients for an upstream gradient of 1
     in the same pass (the chunk's logits become its dlogits): three GEMMs in all."""
     n, v = hidden.shape[0], weight.shape[0]
@@ -496,21 +508,21 @@ def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden
     if hidden_grad or weight_grad:
         one = torch.ones((), dtype=torch.float32, device=hidden.device)
         a, b = reference.cross_entropy_row_grads(one, None, labels, ignore_index, reduction, v)
-    _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, row_loss, a, b, dh if hidden_grad else None,
-              dw if weight_grad else None)
+    _lce_pass(hidden, weight, labels, ignore_index, (softcap, logit_scale, logit_divisor), lse, row_loss, a, b,
+              dh if hidden_grad else None, dw if weight_grad else None)
     return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse, dh, dw
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad, softcap):
+                                  hidden_grad, weight_grad, softcap, logit_scale, logit_divisor):
     """The logits recomputed per chunk of rows, then as the forward's gradient pass (a fourth GEMM: the path of a
     per-row loss, a gradient of lse, or a gradient the forward was not asked for)."""
     dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
     if hidden_grad or weight_grad:
         a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
                                                  weight.shape[0])
-        _lce_pass(hidden, weight, labels, ignore_index, softcap, lse, None, a, b, dh if hidden_grad else None,
-                  dw if weight_grad else None)
+        _lce_pass(hidden, weight, labels, ignore_index, (softcap, logit_scale, logit_divisor), lse, None, a, b,
+                  dh if hidden_grad else None, dw if weight_grad else None)
     return dh, dw
 
 

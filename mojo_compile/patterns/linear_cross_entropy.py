@@ -11,7 +11,10 @@ label_smoothing)`. One pattern per reduction, spelling (linear / matmul with t) 
 the replacement flattens hidden to [N, H]; or [N, H] as it is), traced for bf16 (with the cast) and fp32. With a
 final logit softcap (Gemma2 / Gemma3: `lm_head(h) / c`, `tanh`, `* c` before the cast): one more pattern per
 reduction, HF's spelling only (linear, flattened); the check requires the division and the multiplication to use
-one literal c > 0.
+one literal c > 0. With a final logit scale, HF's spellings too: Cohere's `lm_head(h) * s` (logit_scale) and
+Granite's `lm_head(h) / s` (logits_scaling), one pattern per reduction each; s a finite literal (and not 0 for the
+division), the op's logit_scale / logit_divisor, applied with torch's own `*` and `/` in hidden's dtype: they
+round as eager's ops do on each device.
 
 Registered above the loss on materialised logits (patterns/cross_entropy.py, priority 0), so it wins where it
 applies. It applies only where the logits -- the linear's output and its cast -- have no other user: Inductor's
@@ -28,6 +31,7 @@ linear's inputs the very nodes the replacement takes. A linear with a bias (`F.l
 from __future__ import annotations
 
 import functools
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -42,6 +46,8 @@ mojo = torch.ops.mojo
 
 SPELLINGS = ("linear", "matmul")
 SOFTCAP = 29.5  # the softcap's trace value: distinct from the other literals of the traced pattern
+LOGIT_SCALE = 0.171875  # the scale's trace value (as SOFTCAP)
+SCALINGS = {"scale": aten.mul.Tensor, "divisor": aten.div.Tensor}  # Cohere's `* s`, Granite's `/ s`
 PRIORITY = 2  # above cross_entropy (0)
 
 
@@ -77,7 +83,21 @@ def _softcap_of(x):
     return div.args[0], c
 
 
-def _logits_reason(match, loss_input, flatten: bool, spelling: str, softcap: bool = False):
+def _scaling_of(x, scaling: str):
+    """(the node under `z * s` / `z / s`, s), or (None, why not)."""
+    op = SCALINGS[scaling]
+    if not (isinstance(x, Node) and x.target is op and len(x.args) == 2 and not x.kwargs):
+        return None, f"no final logit {scaling} (`{'*' if scaling == 'scale' else '/'} s`) between the head and the loss"
+    s = x.args[1]
+    if not (isinstance(s, (int, float)) and not isinstance(s, bool) and abs(s) < float("inf")) or \
+            (scaling == "divisor" and s == 0):
+        return None, f"the logit {scaling} {s!r} is not a finite literal" + (" other than 0" if scaling == "divisor"
+                                                                             else "")
+    return x.args[0], s
+
+
+def _logits_reason(match, loss_input, flatten: bool, spelling: str, softcap: bool = False,
+                   scaling: Optional[str] = None):
     """The chain from the loss back to the linear, node by node (the binding trap: patterns/cross_entropy.py,
     _cast_reason), and no other user of the logits on the way."""
     x = loss_input
@@ -100,6 +120,12 @@ def _logits_reason(match, loss_input, flatten: bool, spelling: str, softcap: boo
             return c
         chain += [x, x.args[0], x.args[0].args[0]]
         x = under
+    if scaling:
+        under, s = _scaling_of(x, scaling)
+        if under is None:
+            return s
+        chain.append(x)
+        x = under
     reason = _head_reason(match, x, spelling)
     if reason:
         return reason
@@ -110,12 +136,12 @@ def _logits_reason(match, loss_input, flatten: bool, spelling: str, softcap: boo
     return None
 
 
-def _check(match, flatten: bool, spelling: str, softcap: bool = False) -> bool:
+def _check(match, flatten: bool, spelling: str, softcap: bool = False, scaling: Optional[str] = None) -> bool:
     node = _loss_node(match)
     if node is None or len(node.args) != 6:
         return refuse("no cross_entropy_loss node with its arguments written out")
     inputs, _, class_weight, _, ignore_index, label_smoothing = node.args
-    reason = _logits_reason(match, inputs, flatten, spelling, softcap)
+    reason = _logits_reason(match, inputs, flatten, spelling, softcap, scaling)
     if reason:
         return refuse(reason)
     if class_weight is not None:
@@ -189,7 +215,26 @@ def _softcap_forms(reduction: str):
     def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing, softcap):
         hidden_grad, weight_grad = _gradients_wanted(reduction)
         return mojo.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), weight, labels, ignore_index,
-                                         reduction, hidden_grad, weight_grad, softcap)[0]
+                                         reduction, hidden_grad, weight_grad, softcap=softcap)[0]
+
+    return search, replace
+
+
+def _scaled_forms(reduction: str, scaling: str):
+    """HF's spelling with a final logit scale: Cohere's `lm_head(h) * s`, Granite's `lm_head(h) / s`, then the
+    loss."""
+    def search(hidden, weight, labels, class_weight, ignore_index, label_smoothing, s):
+        x = F.linear(hidden, weight)
+        x = x * s if scaling == "scale" else x / s
+        x = x.float().view(-1, weight.shape[0])
+        return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
+                               label_smoothing=label_smoothing)
+
+    def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing, s):
+        hidden_grad, weight_grad = _gradients_wanted(reduction)
+        scaled = {"logit_scale": s} if scaling == "scale" else {"logit_divisor": s}
+        return mojo.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), weight, labels, ignore_index,
+                                         reduction, hidden_grad, weight_grad, **scaled)[0]
 
     return search, replace
 
@@ -213,3 +258,9 @@ for _reduction in REDUCTIONS:
                      scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING, "softcap": SOFTCAP},
                      extra_check=functools.partial(_check, flatten=True, spelling="linear", softcap=True),
                      priority=PRIORITY, family="linear_cross_entropy", lazy=True)
+    for _scaling in SCALINGS:
+        register_pattern(f"linear_cross_entropy.{_scaling}.{_reduction}", *_scaled_forms(_reduction, _scaling),
+                         _examples(True), scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING,
+                                                   "s": LOGIT_SCALE},
+                         extra_check=functools.partial(_check, flatten=True, spelling="linear", scaling=_scaling),
+                         priority=PRIORITY, family="linear_cross_entropy", lazy=True)
