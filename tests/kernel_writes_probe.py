@@ -96,7 +96,10 @@ def cross_entropy_cases():
     for v, dtype in itertools.product((517, 50000), (BF16, FP32)):
         x, labels = _r(6, v, dtype=dtype), torch.randint(0, v, (6,))
         yield lambda: cross_entropy.cross_entropy_fwd(x, labels, -100)
+        yield lambda: cross_entropy.cross_entropy_fwd(x, labels, -100, row_sum=torch.empty(6))  # label smoothing
         yield lambda: cross_entropy.cross_entropy_bwd(x, labels, torch.rand(6), torch.rand(6), torch.rand(6))
+        yield lambda: cross_entropy.cross_entropy_bwd(x, labels, torch.rand(6), torch.rand(6), torch.rand(6),
+                                                      c=torch.rand(6))
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -172,6 +172,38 @@ def test_user_cross_entropy(target, reduction, ignore_index, cast):
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("flatten", [False, True], ids=["rows", "hf"])
+@pytest.mark.parametrize("eps", [0.1, 1.0])
+def test_label_smoothing_as_accurate_as_eager(target, reduction, dtype, flatten, eps):
+    """label_smoothing: torch's smoothed target ((1 - eps) on the label, eps / V on every class), fused on [N, V]
+    and HF-style flattened logits, ignored rows included; loss and dlogits as accurate as eager's against fp64.
+    eps = 1: the uniform target alone (the label's term vanishes)."""
+    v = 517
+    logits = (torch.randn(2, 6, v, device=DEVICE) * 3).to(dtype)
+    labels = padded_labels(2, 6, v)
+    if not flatten:
+        logits, labels = logits.view(12, v), labels.view(12)
+
+    def fn(x, t):
+        x = x.float()
+        return F.cross_entropy(x.view(-1, v) if flatten else x, t.view(-1) if flatten else t, reduction=reduction,
+                               label_smoothing=eps)
+
+    grad = torch.randn(12 if reduction == "none" else (), device=DEVICE)
+    loss, dx = loss_and_grad(compile_mojo(fn, target), logits, labels, grad=grad)
+    assert sites() == [(f"cross_entropy.{reduction}" + ("" if flatten else ".rows"), "mojo.cross_entropy", target)]
+    eager_loss, eager_dx = loss_and_grad(fn, logits, labels, grad=grad)
+    exact_loss, exact_dx = loss_and_grad(fn, logits.double(), labels, grad=grad.double())
+    check_as_accurate(loss, eager_loss, exact_loss, torch.float32, "loss")
+    check_as_accurate(dx, eager_dx, exact_dx, dtype, "dlogits")
+    if reduction == "none":
+        ignored = labels.view(-1) == -100
+        assert torch.equal(loss[ignored], torch.zeros_like(loss[ignored]))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_every_row_ignored(target, reduction):
     """mean: 0 / 0 = NaN, as torch; sum: 0; none: zeros. The gradient is zero, as eager's."""
     logits = torch.randn(2, 5, 300, device=DEVICE, dtype=torch.bfloat16)
@@ -195,12 +227,12 @@ def test_labels_out_of_range_are_nan_not_a_crash(target):
     nothing out of bounds and does not sync with the host: such a row's loss and gradient are NaN."""
     logits = torch.randn(5, 40, device=DEVICE, requires_grad=True)
     labels = torch.tensor([3, 40, -7, -100, 39], device=DEVICE)
-    loss, lse = mojo.cross_entropy(logits, labels, -100, "none", target)
+    loss, lse = mojo.cross_entropy(logits, labels, -100, "none", target=target)
     assert loss[1].isnan() and loss[2].isnan() and loss[3].item() == 0.0
     assert torch.isfinite(loss[[0, 4]]).all() and torch.isfinite(lse).all()
     (dx,) = torch.autograd.grad(loss.nan_to_num().sum(), logits)
     assert torch.isfinite(dx[[0, 3, 4]]).all()
-    mean, _ = mojo.cross_entropy(logits, labels, -100, "mean", target)
+    mean, _ = mojo.cross_entropy(logits, labels, -100, "mean", target=target)
     assert mean.isnan()
     if DEVICE == "cpu":  # what eager does; on CUDA a device assert, which poisons the process's CUDA context
         with pytest.raises((IndexError, RuntimeError)):
@@ -213,11 +245,10 @@ def _soft_targets(x):
 
 
 NEAR_MISSES = {  # name -> (fn(x, t, w), target maker, the near miss's reason contains)
-    "label_smoothing": (lambda x, t, w: F.cross_entropy(x, t, label_smoothing=0.1), None, "label_smoothing=0.1"),
     "weight": (lambda x, t, w: F.cross_entropy(x, t, weight=w), None, "a class weight"),
     "soft_targets": (lambda x, t, w: F.cross_entropy(x, t), _soft_targets, "a float target"),
-    "hf_label_smoothing": (lambda x, t, w: F.cross_entropy(x.float().view(-1, 64), t.view(-1), label_smoothing=0.1),
-                           None, "label_smoothing=0.1"),
+    "hf_label_smoothing_with_weight": (lambda x, t, w: F.cross_entropy(x.float().view(-1, 64), t.view(-1), weight=w,
+                                                                       label_smoothing=0.1), None, "a class weight"),
     "classes_at_dim_1": (lambda x, t, w: F.cross_entropy(x.transpose(1, 2), t), None, "3-D logits"),
     # eager computes these in bf16. The first match binds the cast pattern to the fp32 x under the bf16 cast; the
     # re-traced one (x fp32: no cast) binds the bf16 tensor. Fused, the op would compute the loss of x itself.
@@ -225,7 +256,7 @@ NEAR_MISSES = {  # name -> (fn(x, t, w), target maker, the near miss's reason co
     "fp32_rounded_to_bf16_viewed": (lambda x, t, w: F.cross_entropy(x.to(torch.bfloat16).view(-1, 64), t.view(-1)),
                                     None, "without the cast"),
 }
-THREE_D = ("hf_label_smoothing", "classes_at_dim_1", "fp32_rounded_to_bf16_viewed")
+THREE_D = ("hf_label_smoothing_with_weight", "classes_at_dim_1", "fp32_rounded_to_bf16_viewed")
 
 
 @pytest.mark.parametrize("case", list(NEAR_MISSES))
@@ -289,11 +320,15 @@ def test_opcheck(target):
     logits = torch.randn(6, 130, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
     labels = torch.tensor([0, 5, -100, 129, 7, -100], device=DEVICE)
     for reduction in ("mean", "sum", "none"):
-        torch.library.opcheck(mojo.cross_entropy.default, (logits, labels, -100, reduction, target))
-    loss, lse = mojo.cross_entropy(logits.detach(), labels, -100, "sum", target)
+        torch.library.opcheck(mojo.cross_entropy.default, (logits, labels, -100, reduction, 0.0, target))
+        torch.library.opcheck(mojo.cross_entropy.default, (logits, labels, -100, reduction, 0.25, target))
+    loss, lse = mojo.cross_entropy(logits.detach(), labels, -100, "sum", target=target)
     torch.library.opcheck(mojo.cross_entropy_backward.default,
                           (torch.tensor(0.5, device=DEVICE), torch.randn(6, device=DEVICE), logits.detach(), labels,
-                           lse, -100, "sum", target))
+                           lse, -100, "sum", 0.0, target))
+    torch.library.opcheck(mojo.cross_entropy_backward.default,
+                          (torch.tensor(0.5, device=DEVICE), torch.randn(6, device=DEVICE), logits.detach(), labels,
+                           lse, -100, "mean", 0.25, target))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -301,7 +336,7 @@ def test_lse_gradient(target):
     """lse is differentiable too (d lse = softmax): a caller of the op that uses it gets its gradient."""
     logits = torch.randn(4, 90, device=DEVICE, dtype=torch.float64).float().requires_grad_()
     labels = torch.tensor([1, -100, 3, 89], device=DEVICE)
-    loss, lse = mojo.cross_entropy(logits, labels, -100, "sum", target)
+    loss, lse = mojo.cross_entropy(logits, labels, -100, "sum", target=target)
     (dx,) = torch.autograd.grad(loss + (lse * torch.arange(4.0, device=DEVICE)).sum(), logits)
     x64 = logits.detach().double().requires_grad_()
     ref = F.cross_entropy(x64, labels, reduction="sum") + (torch.logsumexp(x64, -1) * torch.arange(4.0, device=DEVICE)).sum()
@@ -312,8 +347,11 @@ def test_lse_gradient(target):
 def test_op_rejects_bad_arguments():
     x = torch.randn(4, 10, device=DEVICE)
     with pytest.raises(ValueError, match="reduction"):
-        mojo.cross_entropy(x, torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "avg", "torch")
+        mojo.cross_entropy(x, torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "avg", target="torch")
     with pytest.raises(ValueError, match="labels"):
-        mojo.cross_entropy(x, torch.zeros(4, dtype=torch.int32, device=DEVICE), -100, "mean", "torch")
+        mojo.cross_entropy(x, torch.zeros(4, dtype=torch.int32, device=DEVICE), -100, "mean", target="torch")
     with pytest.raises(ValueError, match="logits"):
-        mojo.cross_entropy(x.double(), torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "mean", "torch")
+        mojo.cross_entropy(x.double(), torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "mean", target="torch")
+    for eps in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="label_smoothing"):
+            mojo.cross_entropy(x, torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "mean", eps, target="torch")

@@ -171,17 +171,20 @@ from mojo_compile.kernels import cross_entropy as C
 
 for dtype in ("bf16", "fp32"):
     for block, warps in ((4096, 8), (512, 4)):
-        consts = dict(BLOCK_V=block, INTERPRET=False)
-        compile_kernel(C._fwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", LOSS="fp32"), num_warps=warps)
-        compile_kernel(C._bwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", A="fp32", B="fp32", DX=dtype),
-                       num_warps=warps)
+        for smoothing in (False, True):  # label smoothing: the rows' sums, the uniform part of dlogits
+            consts = dict(BLOCK_V=block, INTERPRET=False, SUM=smoothing, UNIFORM=smoothing)
+            compile_kernel(C._fwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", LOSS="fp32",
+                                                       ROW_SUM="fp32" if smoothing else dtype), num_warps=warps)
+            compile_kernel(C._bwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", A="fp32", B="fp32",
+                                                       C="fp32", DX=dtype), num_warps=warps)
 """
 
 
 def test_compiles_for_hopper():
     """Forward and backward compile for sm_90 (tests/hopper.py) for bf16 and fp32 logits, at the GPU block size
-    and a small one (libdevice exp / log, int64 row offsets, the NaN-propagating max)."""
-    compile_for_hopper(_COMPILE_BODY, 8)
+    and a small one, with and without label smoothing (libdevice exp / log, int64 row offsets, the NaN-propagating
+    max)."""
+    compile_for_hopper(_COMPILE_BODY, 16)
 
 
 def test_in_place_and_into_slices():

@@ -146,10 +146,6 @@ def _bias(h, w, t, b):
     return F.cross_entropy(F.linear(h, w, b).float(), t)
 
 
-def _smoothing(h, w, t, b):
-    return F.cross_entropy(F.linear(h, w).float(), t, label_smoothing=0.1)
-
-
 def _class_weight(h, w, t, b):
     return F.cross_entropy(F.linear(h, w).float(), t, weight=b.float().abs())
 
@@ -160,7 +156,6 @@ def _fp32_head_rounded_to_bf16(h, w, t, b):  # the cast-binding trap: the loss o
 
 NOT_FUSED = {  # case: (fn, sites, reason of the linear_cross_entropy near miss or None)
     "bias": (_bias, [("cross_entropy.mean.rows", "mojo.cross_entropy")], None),
-    "label_smoothing": (_smoothing, [], "label_smoothing"),
     "class_weight": (_class_weight, [], "class weight"),
     "fp32_head_rounded_to_bf16": (_fp32_head_rounded_to_bf16, [("cross_entropy.mean.rows", "mojo.cross_entropy")],
                                   None),
@@ -219,25 +214,25 @@ def test_opcheck(target):
                              ("none", (False, False))):
         torch.library.opcheck(mojo.linear_cross_entropy.default,
                               (h.requires_grad_(), w.requires_grad_(), t, -100, reduction, *grads, 0.0, 1.0, 1.0,
-                               target))
-    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "sum", True, True, 3.0, 1.0, 1.0,
+                               0.0, target))
+    torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "sum", True, True, 3.0, 1.0, 1.0, 0.0,
                                                               target))
     torch.library.opcheck(mojo.linear_cross_entropy.default, (h, w, t, -100, "mean", True, True, 0.0, 0.5, 3.0,
-                                                              target))
+                                                              0.25, target))
 
 
 @pytest.fixture
 def forward_grads(monkeypatch):
     """(hidden_grad, weight_grad) of each linear_cross_entropy forward the op runs (the arguments before softcap,
-    logit_scale and logit_divisor),
+    logit_scale, logit_divisor and label_smoothing),
     and ("recomputed", ...) of each backward that recomputes the logits."""
     seen, call = [], lowering.call
 
     def spy(name, target, *args):
         if name == "linear_cross_entropy":
-            seen.append(tuple(args[-5:-3]))
+            seen.append(tuple(args[-6:-4]))
         if name == "linear_cross_entropy_backward":
-            seen.append(("recomputed", *args[-5:-3]))
+            seen.append(("recomputed", *args[-6:-4]))
         return call(name, target, *args)
     monkeypatch.setattr(lowering, "call", spy)
     return seen
@@ -337,6 +332,49 @@ def test_softcap_of_two_constants_is_not_fused(target):
     loss = compile_mojo(fn, target)(h, w, t)
     assert [op for _, op in sites()] == ["mojo.cross_entropy"]
     assert torch.allclose(loss, fn(h, w, t), rtol=1e-3)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("spelling,reduction", CASES, ids=[f"{s}-{r}" for s, r in CASES])
+@pytest.mark.parametrize("eps", [0.1, 1.0])
+def test_label_smoothing_as_accurate_as_eager(target, dtype, spelling, reduction, eps):
+    """label_smoothing inside the fused head (the rows' sums of logits in the forward, the uniform part of dlogits
+    in every gradient pass); loss, dhidden and dweight as accurate as eager against fp64."""
+    def fn(h, w, t):
+        x = F.linear(h, w) if spelling == "linear" else h @ w.T
+        x = x.float()
+        return F.cross_entropy(x.view(-1, w.shape[0]) if spelling == "linear" else x, t, reduction=reduction,
+                               label_smoothing=eps)
+
+    h, w, t = inputs(dtype, spelling)
+    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
+    rows = "" if spelling == "linear" else ".rows"
+    assert sites() == [(f"linear_cross_entropy.{spelling}.{reduction}{rows}", "mojo.linear_cross_entropy")]
+    eager = run(fn, h, w, t, grad)
+    exact = run(fn, h.double(), w.double(), t, grad.double())
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
+    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_label_smoothing_with_a_softcap(target):
+    """Gemma2's softcap and label smoothing together: the rows' sums are of the capped logits."""
+    def fn(h, w, t):
+        x = torch.tanh(F.linear(h, w) / 3.0) * 3.0
+        return F.cross_entropy(x.float().view(-1, w.shape[0]), t, label_smoothing=0.2)
+
+    h, w, t = inputs(torch.bfloat16, "linear")
+    grad = torch.tensor(1.0, device=DEVICE)
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
+    assert sites() == [("linear_cross_entropy.softcap.mean", "mojo.linear_cross_entropy")]
+    eager = run(fn, h, w, t, grad)
+    exact = run(fn, h.double(), w.double(), t, grad.double())
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
+    check_as_accurate(dh, eager[1], exact[1], torch.bfloat16, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], torch.bfloat16, "dweight")
 
 
 def scaled_loss(scaling, s, reduction="mean"):

@@ -4,11 +4,12 @@ backward, and their launchers (ops/cross_entropy.py has the contract).
 Forward: one program per row, a loop over the row in BLOCK_V column blocks: a running max and sum of exponentials
 per lane (online softmax; a lane that has seen only -inf keeps sum 0; a NaN is never dropped: it reaches the sum),
 merged at the end into lse = max + log(sum); the label's logit is one masked load at a clamped address. It writes
-lse [N] and the per-row loss [N] (fp32); the reduction over rows (sum, / count) is torch's, after the kernel:
-deterministic, and no atomics.
+lse [N] and the per-row loss [N] (fp32), and where label smoothing asks for it, the row's sum of logits [N] (fp32;
+-inf where a logit is); the reduction over rows (sum, / count) and the smoothing's mix are torch's, after the
+kernel: deterministic, and no atomics.
 
-Backward: programs over (row, column block), dlogits = exp(x - lse) * a[row] - (col == label) * b[row], rounded
-once to the logits' dtype. a and b (fp32 [N]) carry the reduction, the ignored rows (0) and rows with a label out of
+Backward: programs over (row, column block), dlogits = exp(x - lse) * a[row] - (col == label) * b[row]
+(- c[row] with label smoothing: its uniform part), rounded once to the logits' dtype. a and b (fp32 [N]) carry the reduction, the ignored rows (0) and rows with a label out of
 range (NaN); torch computes them from grad_loss and the labels (lowering/reference.py: cross_entropy_row_grads).
 Nothing of size [N, V] is written but dlogits itself.
 
@@ -43,20 +44,24 @@ def _finite(m):
     return tl.where(m == float("-inf"), 0.0, m)
 
 
-@writes("LSE", "LOSS")
+@writes("LSE", "LOSS", ROW_SUM="SUM")
 @triton.jit
-def _fwd_kernel(X, LABELS, LSE, LOSS, V, stride_x, IGNORE, BLOCK_V: tl.constexpr, INTERPRET: tl.constexpr):
+def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.constexpr, SUM: tl.constexpr,
+                INTERPRET: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     x_row = X + row * stride_x
     cols = tl.arange(0, BLOCK_V)
     m = tl.full([BLOCK_V], float("-inf"), tl.float32)
     s = tl.zeros([BLOCK_V], dtype=tl.float32)
+    total = tl.zeros([BLOCK_V], dtype=tl.float32)
     for start in range(0, V, BLOCK_V):
         c = start + cols
         x = tl.load(x_row + c, mask=c < V, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x, propagate_nan=tl.PropagateNan.ALL)  # a NaN stays (the GPU's max drops it)
         s = s * _exp(m - _finite(m_new), INTERPRET) + _exp(x - _finite(m_new), INTERPRET)
         m = m_new
+        if SUM:
+            total += tl.where(c < V, x, 0.0)
     m_row = tl.max(m, 0)  # a NaN lane's sum is NaN, whatever the reduction does with its max
     s_row = tl.sum(s * _exp(m - _finite(m_row), INTERPRET), 0)
     lse = m_row + _log(s_row, INTERPRET)  # a row of -inf only: -inf (its loss NaN, as eager's)
@@ -67,11 +72,14 @@ def _fwd_kernel(X, LABELS, LSE, LOSS, V, stride_x, IGNORE, BLOCK_V: tl.constexpr
     loss = tl.where(ignored, 0.0, tl.where(valid, lse - picked, float("nan")))
     tl.store(LSE + row, lse)
     tl.store(LOSS + row, loss)
+    if SUM:
+        tl.store(ROW_SUM + row, tl.sum(total, 0))
 
 
 @writes("DX")
 @triton.jit
-def _bwd_kernel(X, LABELS, LSE, A, B, DX, V, stride_x, stride_dx, BLOCK_V: tl.constexpr, INTERPRET: tl.constexpr):
+def _bwd_kernel(X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx, BLOCK_V: tl.constexpr, UNIFORM: tl.constexpr,
+                INTERPRET: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     c = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = c < V
@@ -82,6 +90,8 @@ def _bwd_kernel(X, LABELS, LSE, A, B, DX, V, stride_x, stride_dx, BLOCK_V: tl.co
     label = tl.load(LABELS + row)
     pa = _exp(x - lse, INTERPRET) * a
     d = tl.where(c == label, pa - b, pa)
+    if UNIFORM:
+        d -= tl.load(C + row)
     tl.store(DX + row * stride_dx + c, _round(d, DX.dtype.element_ty, INTERPRET), mask=mask)
 
 
@@ -107,10 +117,11 @@ def _columns(logits: torch.Tensor) -> torch.Tensor:
     return logits if logits.stride(1) == 1 or logits.shape[1] == 1 else logits.contiguous()
 
 
-def cross_entropy_fwd(logits, labels, ignore_index: int, config=None, out=None):
+def cross_entropy_fwd(logits, labels, ignore_index: int, config=None, out=None, row_sum=None):
     """(row_loss, lse), fp32 [N] each: lse of every row; row_loss = lse - logits[i, label], 0 where the label is
     ignore_index, NaN where it is out of [0, V). `config` = (BLOCK_V, num_warps) overrides; `out` = (row_loss, lse),
-    contiguous fp32 [N] each, to write into."""
+    contiguous fp32 [N] each, to write into; `row_sum`, a contiguous fp32 [N] tensor: also write each row's sum of
+    logits into it (label smoothing's)."""
     _check(logits, labels)
     x, labels = _columns(logits), labels.contiguous()
     n, v = x.shape
@@ -122,17 +133,20 @@ def cross_entropy_fwd(logits, labels, ignore_index: int, config=None, out=None):
     if n == 0:  # n may be symbolic: dynamo specialises 0 and 1, so this adds no guard for n >= 2
         return row_loss, lse
     block, num_warps = config or _config(v)
-    wrap_triton(_fwd_kernel)[(n,)](x, labels, lse, row_loss, v, x.stride(0), ignore_index, BLOCK_V=block,
-                                   INTERPRET=interpreting(), num_warps=num_warps)
+    wrap_triton(_fwd_kernel)[(n,)](x, labels, lse, row_loss, x if row_sum is None else row_sum, v, x.stride(0),
+                                   ignore_index, BLOCK_V=block, SUM=row_sum is not None, INTERPRET=interpreting(),
+                                   num_warps=num_warps)
     return row_loss, lse
 
 
-def cross_entropy_bwd(logits, labels, lse, a, b, config=None, out=None):
-    """dlogits [N, V] in the logits' dtype: exp(logits - lse) * a[:, None] - onehot(labels) * b[:, None]. `out`: an
-    [N, V] tensor of that dtype with unit column stride to write into -- the logits themselves for dlogits in place
-    (each element is read, then written, by the same program)."""
+def cross_entropy_bwd(logits, labels, lse, a, b, config=None, out=None, c=None):
+    """dlogits [N, V] in the logits' dtype: exp(logits - lse) * a[:, None] - onehot(labels) * b[:, None]
+    (- c[:, None] where c, fp32 [N], is given). `out`: an [N, V] tensor of that dtype with unit column stride to
+    write into -- the logits themselves for dlogits in place (each element is read, then written, by the same
+    program)."""
     _check(logits, labels)
     x, labels, lse, a, b = _columns(logits), labels.contiguous(), lse.contiguous(), a.contiguous(), b.contiguous()
+    c = None if c is None else c.contiguous()
     n, v = x.shape
     dx = torch.empty((n, v), dtype=x.dtype, device=x.device) if out is None else out
     if out is not None and (out.shape != x.shape or out.dtype != x.dtype or (v > 1 and out.stride(1) != 1)):
@@ -141,7 +155,8 @@ def cross_entropy_bwd(logits, labels, lse, a, b, config=None, out=None):
     if n == 0:
         return dx
     block, num_warps = config or _config(v)
-    wrap_triton(_bwd_kernel)[(n, triton.cdiv(v, block))](x, labels, lse, a, b, dx, v, x.stride(0), dx.stride(0),
-                                                         BLOCK_V=block, INTERPRET=interpreting(),
+    wrap_triton(_bwd_kernel)[(n, triton.cdiv(v, block))](x, labels, lse, a, b, a if c is None else c, dx, v,
+                                                         x.stride(0), dx.stride(0), BLOCK_V=block,
+                                                         UNIFORM=c is not None, INTERPRET=interpreting(),
                                                          num_warps=num_warps)
     return dx

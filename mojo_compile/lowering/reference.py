@@ -296,37 +296,61 @@ def cross_entropy_reduce(row_loss, labels, ignore_index, reduction):
     return total / (labels != ignore_index).sum().to(torch.float32)  # 0 / 0 = NaN when every row is ignored
 
 
-def cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, n_classes):
-    """(a, b), fp32 [N]: dlogits[i, j] = softmax(logits)[i, j] * a[i] - (j == labels[i]) * b[i]. b is the loss's
-    gradient per row (0 on ignored rows, NaN on rows with a label out of range), a adds the gradient of lse."""
+def cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, n_classes,
+                            label_smoothing=0.0):
+    """(a, b, c), fp32 [N] (c None without label smoothing): dlogits[i, j] = softmax(logits)[i, j] * a[i]
+    - (j == labels[i]) * b[i] - c[i]. With g the loss's gradient per row (0 on ignored rows, NaN on rows with a
+    label out of range): a = g plus the gradient of lse, b = (1 - eps) g, c = eps g / V -- the smoothed target
+    puts 1 - eps on the label and eps / V on every class."""
     ignored, bad = cross_entropy_rows(labels, ignore_index, n_classes)
     g = grad_loss.float()
     if reduction == "mean":
         g = g / (~ignored).sum().to(torch.float32)
     g = torch.where(ignored, 0.0, torch.where(bad, float("nan"), g.expand(labels.shape)))
-    return (g if grad_lse is None else g + grad_lse.float()), g
+    a = g if grad_lse is None else g + grad_lse.float()
+    if not label_smoothing:
+        return a, g, None
+    return a, g * (1 - label_smoothing), g * (label_smoothing / n_classes)
 
 
-def cross_entropy(logits, labels, ignore_index, reduction):
+def cross_entropy_smoothed(nll, lse, row_sum, labels, ignore_index, n_classes, label_smoothing):
+    """The per-row loss with label smoothing eps, as torch's: (1 - eps) * nll + eps / V * smooth, where smooth =
+    -sum_j log_softmax_j = V * lse - sum_j logits_j (row_sum, fp32); 0 on ignored rows, NaN where nll is. Without
+    smoothing, nll itself."""
+    if not label_smoothing:
+        return nll
+    ignored = labels == ignore_index
+    smooth = lse - row_sum / n_classes
+    return torch.where(ignored, 0.0, nll * (1 - label_smoothing) + smooth * label_smoothing)
+
+
+def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing=0.0):
     """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
-    bounds; a row with a bad label is NaN)."""
+    bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
     v = logits.shape[1]
-    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in _row_chunks(logits)])
+    chunks = _row_chunks(logits)
+    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks])
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)
     picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
     row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    if label_smoothing:
+        row_sum = torch.cat([x.float().sum(-1) for (x,) in chunks])
+        row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
     return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
 
 
-def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
-    """(softmax - onehot) * g in fp32, per chunk of rows, rounded once to the logits' dtype."""
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing=0.0):
+    """(softmax - onehot) * g in fp32 (the smoothed target's with label smoothing: cross_entropy_row_grads), per
+    chunk of rows, rounded once to the logits' dtype."""
     v = logits.shape[1]
-    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
     cols = torch.arange(v, device=logits.device)
     parts = []
-    for x, t, s, a_rows, b_rows in _row_chunks(logits, labels, lse, a, b):
+    for x, t, s, a_rows, b_rows, c_rows in _row_chunks(logits, labels, lse, a, b, a if c is None else c):
         pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
         d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
+        if c is not None:
+            d = d - c_rows.unsqueeze(1)
         parts.append(d.to(logits.dtype))
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
@@ -385,44 +409,52 @@ def _lce_dlogits(d, raw, softcap: float, logit_scale: float = 1.0, logit_divisor
 
 
 def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
-                         logit_scale=1.0, logit_divisor=1.0):
+                         logit_scale=1.0, logit_divisor=1.0, label_smoothing=0.0):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
     logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
     At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
     asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
     logit_ops = (softcap, logit_scale, logit_divisor)
-    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, *logit_ops)
+    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, *logit_ops,
+                                          label_smoothing)
     dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
-                                           reduction, hidden_grad, weight_grad, *logit_ops)
+                                           reduction, hidden_grad, weight_grad, *logit_ops, label_smoothing)
     return loss, lse, dh, dw
 
 
 def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap, logit_scale=1.0,
-                              logit_divisor=1.0):
+                              logit_divisor=1.0, label_smoothing=0.0):
     """(loss, lse) blockwise in torch ops, differentiable (the ops' backward of a second order uses it)."""
     row_spans, col_spans = _lce_blocks(hidden, weight)
     v = weight.shape[0]
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)
-    lses, picks = [], []
+    lses, picks, sums = [], [], []
     for r0, nr in row_spans:
         h, t = hidden.narrow(0, r0, nr), labels.narrow(0, r0, nr)
         lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
         picked = torch.zeros_like(t, dtype=torch.float32)
+        row_sum = torch.zeros_like(t, dtype=torch.float32)
         for c0, nc in col_spans:
             z = _lce_logits(h @ weight.narrow(0, c0, nc).t(), softcap, logit_scale, logit_divisor)
             lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
+            if label_smoothing:
+                row_sum = row_sum + z.sum(-1)
             idx = t - c0
             inside = (idx >= 0) & (idx < nc)
             picked = picked + torch.where(inside, z.gather(1, idx.clamp(0, nc - 1).unsqueeze(1)).squeeze(1), 0.0)
         lses.append(lse)
         picks.append(picked)
-    lse, picked = (torch.cat(lses), torch.cat(picks)) if len(lses) > 1 else (lses[0], picks[0])
+        sums.append(row_sum)
+    lse, picked, row_sum = (torch.cat(lses), torch.cat(picks), torch.cat(sums)) if len(lses) > 1 else \
+        (lses[0], picks[0], sums[0])
     row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
     return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad, softcap, logit_scale=1.0, logit_divisor=1.0):
+                                  hidden_grad, weight_grad, softcap, logit_scale=1.0, logit_divisor=1.0,
+                                  label_smoothing=0.0):
     """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
     loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
     hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
@@ -437,7 +469,7 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
     v, dtype = weight.shape[0], hidden.dtype
     if not (hidden_grad or weight_grad):
         return hidden.new_zeros((0, hidden.shape[1])), weight.new_zeros((0, weight.shape[1]))
-    a, b = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v)
+    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
     dh = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if hidden_grad else None
     dw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight_grad else None
     for c0, nc in col_spans:
@@ -450,8 +482,10 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
             raw = h @ w.t()
             pa = torch.exp(_lce_logits(raw, softcap, logit_scale, logit_divisor) - s.unsqueeze(1)) * \
                 a_rows.unsqueeze(1)
-            d = _lce_dlogits(torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa), raw, softcap,
-                             logit_scale, logit_divisor)
+            d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
+            if c is not None:
+                d = d - c.narrow(0, r0, nr).unsqueeze(1)
+            d = _lce_dlogits(d, raw, softcap, logit_scale, logit_divisor)
             if hidden_grad:
                 dh[r0:r0 + nr] += (d @ w).float()
             if weight_grad:

@@ -369,23 +369,28 @@ def _cross_entropy_reason(logits, labels, *rows):
     return None
 
 
-def _supports_cross_entropy(logits, labels, ignore_index, reduction):
+def _supports_cross_entropy(logits, labels, *rest):
     return _cross_entropy_reason(logits, labels)
 
 
-def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
+def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *rest):
     return _cross_entropy_reason(logits, labels, grad_loss, grad_lse, lse)
 
 
-def cross_entropy(logits, labels, ignore_index, reduction):
-    """The kernel's per-row losses and lse, reduced over rows by torch (deterministic: no atomics)."""
-    row_loss, lse = ce_kernels.cross_entropy_fwd(logits, labels, ignore_index)
+def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing):
+    """The kernel's per-row losses and lse (and rows' sums, with label smoothing), smoothed and reduced over rows
+    by torch (deterministic: no atomics)."""
+    row_sum = logits.new_empty(logits.shape[:1], dtype=torch.float32) if label_smoothing else None
+    row_loss, lse = ce_kernels.cross_entropy_fwd(logits, labels, ignore_index, row_sum=row_sum)
+    row_loss = reference.cross_entropy_smoothed(row_loss, lse, row_sum, labels, ignore_index, logits.shape[1],
+                                                label_smoothing)
     return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse
 
 
-def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction):
-    a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, logits.shape[1])
-    return ce_kernels.cross_entropy_bwd(logits, labels, lse, a, b)
+def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing):
+    a, b, c = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
+                                                logits.shape[1], label_smoothing)
+    return ce_kernels.cross_entropy_bwd(logits, labels, lse, a, b, c=c)
 
 
 def _traceable_cross_entropy(logits, *rest) -> bool:
@@ -413,11 +418,12 @@ def _lce_rows(n: int, v: int, dtype: torch.dtype, buffers: int) -> int:
 
 
 def _lce_pass(hidden, weight, labels, ignore_index, logit_ops, lse, row_loss=None, a=None, b=None, dh=None,
-              dw=None):
+              dw=None, row_sum=None, c=None):
     """One pass over the rows of hidden in chunks. Per chunk, its logits by one GEMM in hidden's dtype (what
     `F.linear(h, W)` computes: fp32 accumulation, rounded once), then
-      - row_loss given: the loss kernel writes the chunk's lse and per-row loss;
-      - a, b given (reference.cross_entropy_row_grads): the backward kernel overwrites the logits with dlogits in
+      - row_loss given: the loss kernel writes the chunk's lse and per-row loss (and rows' sums into row_sum,
+        where given: label smoothing's);
+      - a, b (c) given (reference.cross_entropy_row_grads): the backward kernel overwrites the logits with dlogits in
         their dtype (eager's `.float()` backward rounds dlogits to it too); dh[chunk] = dlogits @ W, one GEMM over
         the whole vocabulary (rounded once, as eager); dw = dlogits.T @ h, the first chunk written, the next added
         by the GEMM's epilogue (beta = 1: fp32 sum, rounded to dw's dtype once per chunk -- the one rounding eager
@@ -446,10 +452,12 @@ def _lce_pass(hidden, weight, labels, ignore_index, logit_ops, lse, row_loss=Non
             tanh = logits.div_(softcap).tanh_()
             logits = torch.mul(tanh, softcap, out=capped[:r1 - r0])
         if row_loss is not None:
-            ce_kernels.cross_entropy_fwd(logits, t, ignore_index, out=(row_loss[r0:r1], lse[r0:r1]))
+            ce_kernels.cross_entropy_fwd(logits, t, ignore_index, out=(row_loss[r0:r1], lse[r0:r1]),
+                                         row_sum=None if row_sum is None else row_sum[r0:r1])
         if a is None:
             continue
-        ce_kernels.cross_entropy_bwd(logits, t, lse[r0:r1], a[r0:r1], b[r0:r1], out=logits)
+        ce_kernels.cross_entropy_bwd(logits, t, lse[r0:r1], a[r0:r1], b[r0:r1], out=logits,
+                                     c=None if c is None else c[r0:r1])
         if softcap:
             torch.ops.aten.tanh_backward.grad_input(logits.mul_(softcap), tanh, grad_input=logits).div_(softcap)
         if logit_divisor != 1:
@@ -497,32 +505,34 @@ def _supports_linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight,
 
 
 def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
-                         logit_scale, logit_divisor):
+                         logit_scale, logit_divisor, label_smoothing):
     """Loss and lse per chunk of rows; with hidden_grad / weight_grad, the gradients for an upstream gradient of 1
     in the same pass (the chunk's logits become its dlogits): three GEMMs in all."""
     n, v = hidden.shape[0], weight.shape[0]
     lse = torch.empty(n, dtype=torch.float32, device=hidden.device)
     row_loss = torch.empty(n, dtype=torch.float32, device=hidden.device)
+    row_sum = torch.empty(n, dtype=torch.float32, device=hidden.device) if label_smoothing else None
     dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
-    a = b = None
+    a = b = c = None
     if hidden_grad or weight_grad:
         one = torch.ones((), dtype=torch.float32, device=hidden.device)
-        a, b = reference.cross_entropy_row_grads(one, None, labels, ignore_index, reduction, v)
+        a, b, c = reference.cross_entropy_row_grads(one, None, labels, ignore_index, reduction, v, label_smoothing)
     _lce_pass(hidden, weight, labels, ignore_index, (softcap, logit_scale, logit_divisor), lse, row_loss, a, b,
-              dh if hidden_grad else None, dw if weight_grad else None)
+              dh if hidden_grad else None, dw if weight_grad else None, row_sum=row_sum, c=c)
+    row_loss = reference.cross_entropy_smoothed(row_loss, lse, row_sum, labels, ignore_index, v, label_smoothing)
     return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse, dh, dw
 
 
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad, softcap, logit_scale, logit_divisor):
+                                  hidden_grad, weight_grad, softcap, logit_scale, logit_divisor, label_smoothing):
     """The logits recomputed per chunk of rows, then as the forward's gradient pass (a fourth GEMM: the path of a
     per-row loss, a gradient of lse, or a gradient the forward was not asked for)."""
     dh, dw = _lce_grads(hidden, weight, hidden_grad, weight_grad)
     if hidden_grad or weight_grad:
-        a, b = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
-                                                 weight.shape[0])
+        a, b, c = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
+                                                    weight.shape[0], label_smoothing)
         _lce_pass(hidden, weight, labels, ignore_index, (softcap, logit_scale, logit_divisor), lse, None, a, b,
-                  dh if hidden_grad else None, dw if weight_grad else None)
+                  dh if hidden_grad else None, dw if weight_grad else None, c=c)
     return dh, dw
 
 

@@ -1,11 +1,13 @@
 """The causal-LM loss on materialised logits as a Mojo op: `mojo::cross_entropy(logits, labels, ignore_index,
-reduction)` -> (loss, lse), what `F.cross_entropy(logits.float(), labels, ignore_index=..., reduction=...)` computes,
-without the fp32 copy of the logits, its log-softmax or an fp32 gradient.
+reduction, label_smoothing)` -> (loss, lse), what `F.cross_entropy(logits.float(), labels, ignore_index=...,
+reduction=..., label_smoothing=...)` computes, without the fp32 copy of the logits, its log-softmax or an fp32
+gradient.
 
     logits [N, V]  bf16 / fp16 / fp32 (any of them: every value is computed in fp32)
     labels [N]     int64; a row whose label is ignore_index is ignored
     lse[i]  = log(sum_j exp(logits[i, j]))                                  fp32 [N], every row
     row[i]  = lse[i] - logits[i, labels[i]], 0 on an ignored row            fp32
+              with label smoothing eps in [0, 1], torch's: (1 - eps) * row[i] + eps * (lse[i] - mean_j logits[i, j])
     loss    = sum(row) / (number of rows not ignored)   reduction "mean"    (0 / 0 = NaN: every row ignored, as torch)
             = sum(row)                                  reduction "sum"
             = row                                       reduction "none"    [N]
@@ -14,7 +16,8 @@ A label outside [0, V) that is not ignore_index: torch raises (a device assert o
 bounds and never syncs with the host to check; such a row's loss is NaN (it counts in the mean's denominator, so
 the loss is NaN) and its gradient row is NaN: the error shows in the loss instead of silently dropping the token.
 
-Backward: dlogits = (softmax(logits) - onehot(labels)) * g, with g[i] = grad_loss (/ count for "mean";
+Backward: dlogits = (softmax(logits) - onehot(labels)) * g (the target (1 - eps) * onehot + eps / V with label
+smoothing), with g[i] = grad_loss (/ count for "mean";
 grad_loss[i] for "none"), 0 on ignored rows, written in the logits' dtype -- the only [N, V] tensor of the
 backward. Saved: the logits (alive anyway: the model returns them), labels and lse; the count is recomputed from the
 labels ([N], cheap). lse is differentiable too (d lse / d logits = softmax), for callers of the op itself; the
@@ -33,7 +36,15 @@ REDUCTIONS = ("mean", "sum", "none")
 LOGIT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def _check(logits: Tensor, labels: Tensor, reduction: str, target: str) -> None:
+def check_label_smoothing(op: str, label_smoothing) -> None:
+    """A float in [0, 1], as torch requires (shared with ops/linear_cross_entropy.py)."""
+    if not (isinstance(label_smoothing, (int, float)) and not isinstance(label_smoothing, bool)
+            and 0 <= label_smoothing <= 1):
+        raise ValueError(f"mojo {op}: label_smoothing must be a float in [0, 1], got {label_smoothing!r}")
+
+
+def _check(logits: Tensor, labels: Tensor, reduction: str, label_smoothing: float, target: str) -> None:
+    check_label_smoothing("cross_entropy", label_smoothing)
     if reduction not in REDUCTIONS:
         raise ValueError(f"mojo cross_entropy: reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if logits.dim() != 2 or logits.dtype not in LOGIT_DTYPES:
@@ -59,14 +70,14 @@ def _loss_shape(logits: Tensor, reduction: str) -> list:
 # ---------------------------------------------------------------------------------------------------------- forward
 @torch.library.custom_op("mojo::cross_entropy", mutates_args=())
 def cross_entropy(logits: Tensor, labels: Tensor, ignore_index: int = -100, reduction: str = "mean",
-                  target: str = "torch") -> tuple[Tensor, Tensor]:
+                  label_smoothing: float = 0.0, target: str = "torch") -> tuple[Tensor, Tensor]:
     """(loss, lse), both fp32: loss a scalar for "mean" / "sum", [N] for "none"; lse [N]."""
-    _check(logits, labels, reduction, target)
-    return lowering.call("cross_entropy", target, logits, labels, ignore_index, reduction)
+    _check(logits, labels, reduction, label_smoothing, target)
+    return lowering.call("cross_entropy", target, logits, labels, ignore_index, reduction, float(label_smoothing))
 
 
 @cross_entropy.register_fake
-def _(logits, labels, ignore_index=-100, reduction="mean", target="torch"):
+def _(logits, labels, ignore_index=-100, reduction="mean", label_smoothing=0.0, target="torch"):
     return (logits.new_empty(_loss_shape(logits, reduction), dtype=torch.float32),
             logits.new_empty([logits.shape[0]], dtype=torch.float32))
 
@@ -74,30 +85,31 @@ def _(logits, labels, ignore_index=-100, reduction="mean", target="torch"):
 # --------------------------------------------------------------------------------------------------------- backward
 @torch.library.custom_op("mojo::cross_entropy_backward", mutates_args=())
 def cross_entropy_backward(grad_loss: Tensor, grad_lse: Optional[Tensor], logits: Tensor, labels: Tensor,
-                           lse: Tensor, ignore_index: int, reduction: str, target: str) -> Tensor:
+                           lse: Tensor, ignore_index: int, reduction: str, label_smoothing: float,
+                           target: str) -> Tensor:
     """dlogits [N, V] in the logits' dtype."""
-    _check(logits, labels, reduction, target)
+    _check(logits, labels, reduction, label_smoothing, target)
     return lowering.call("cross_entropy_backward", target, grad_loss, grad_lse, logits, labels, lse, ignore_index,
-                         reduction)
+                         reduction, float(label_smoothing))
 
 
 @cross_entropy_backward.register_fake
-def _(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, target):
+def _(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing, target):
     return logits.new_empty(logits.shape)
 
 
 # --------------------------------------------------------------------------------------------------------- autograd
 def _setup(ctx, inputs, output):
-    logits, labels, ignore_index, reduction, target = inputs
+    logits, labels, ignore_index, reduction, label_smoothing, target = inputs
     ctx.save_for_backward(logits, labels, output[1])
-    ctx.params = (ignore_index, reduction, target)
+    ctx.params = (ignore_index, reduction, label_smoothing, target)
 
 
 def _backward(ctx, grad_loss, grad_lse):
     logits, labels, lse = ctx.saved_tensors
     if grad_loss is None:
         grad_loss = lse.new_zeros(_loss_shape(logits, ctx.params[1]))
-    return cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *ctx.params), None, None, None, None
+    return cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *ctx.params), *[None] * 5
 
 
 cross_entropy.register_autograd(_backward, setup_context=_setup)

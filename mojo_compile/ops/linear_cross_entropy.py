@@ -1,7 +1,7 @@
 """The LM head fused with the causal-LM loss as a Mojo op: `mojo::linear_cross_entropy(hidden, weight, labels,
-ignore_index, reduction, hidden_grad, weight_grad, softcap, logit_scale, logit_divisor)` -> (loss, lse, dhidden,
-dweight), loss what `F.cross_entropy(F.linear(hidden, weight).float(), labels, ignore_index=..., reduction=...)`
-computes, without ever materialising the [N, V] logits (forward or backward).
+ignore_index, reduction, hidden_grad, weight_grad, softcap, logit_scale, logit_divisor, label_smoothing)` -> (loss,
+lse, dhidden, dweight), loss what `F.cross_entropy(F.linear(hidden, weight).float(), labels, ignore_index=...,
+reduction=..., label_smoothing=...)` computes, without ever materialising the [N, V] logits (forward or backward).
 
     hidden [N, H]  bf16 / fp16 / fp32
     weight [V, H]  hidden's dtype (F.linear takes no mixed dtypes)
@@ -11,8 +11,9 @@ computes, without ever materialising the [N, V] logits (forward or backward).
                    `* logit_scale` where it is not 1 (Cohere), `/ logit_divisor` where it is not 1 (Granite's
                    logits_scaling), Gemma2's final softcap `/ softcap`, `tanh`, `* softcap` where softcap > 0;
                    then `.float()`; never stored whole
-    loss, lse      as mojo::cross_entropy (ops/cross_entropy.py) on those logits: fp32, loss a scalar for "mean" /
-                   "sum" ("mean" over rows not ignored, NaN when every row is ignored), [N] for "none"; lse [N]
+    loss, lse      as mojo::cross_entropy (ops/cross_entropy.py) on those logits, label smoothing included: fp32,
+                   loss a scalar for "mean" / "sum" ("mean" over rows not ignored, NaN when every row is ignored),
+                   [N] for "none"; lse [N]
 
 Gradients in the forward (hidden_grad / weight_grad, for "mean" and "sum"): a scalar loss's gradients are its
 upstream gradient g times those of g = 1, so the forward, which has each block of logits in hand, also returns
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor
 
 from .. import lowering
-from .cross_entropy import LOGIT_DTYPES, REDUCTIONS, check_labels
+from .cross_entropy import LOGIT_DTYPES, REDUCTIONS, check_label_smoothing, check_labels
 
 
 def _finite(x) -> bool:
@@ -44,7 +45,8 @@ def _finite(x) -> bool:
 
 
 def _check(hidden: Tensor, weight: Tensor, labels: Tensor, reduction: str, softcap: float, logit_scale: float,
-           logit_divisor: float, target: str) -> None:
+           logit_divisor: float, label_smoothing: float, target: str) -> None:
+    check_label_smoothing("linear_cross_entropy", label_smoothing)
     if not (_finite(softcap) and softcap >= 0):
         raise ValueError(f"mojo linear_cross_entropy: softcap must be a finite float >= 0 (0: none), got {softcap!r}")
     if not _finite(logit_scale):
@@ -81,20 +83,21 @@ def _grad_shapes(hidden: Tensor, weight: Tensor, hidden_grad: bool, weight_grad:
 def linear_cross_entropy(hidden: Tensor, weight: Tensor, labels: Tensor, ignore_index: int = -100,
                          reduction: str = "mean", hidden_grad: bool = False, weight_grad: bool = False,
                          softcap: float = 0.0, logit_scale: float = 1.0, logit_divisor: float = 1.0,
-                         target: str = "torch") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                         label_smoothing: float = 0.0, target: str = "torch") -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """(loss, lse, dhidden, dweight): loss and lse fp32 (loss a scalar for "mean" / "sum", [N] for "none"; lse
     [N]); dhidden / dweight the gradients of the loss for an upstream gradient of 1, in hidden's / weight's dtype,
     where hidden_grad / weight_grad ask for them ("mean" / "sum" only), else [0, H]."""
-    _check(hidden, weight, labels, reduction, softcap, logit_scale, logit_divisor, target)
+    _check(hidden, weight, labels, reduction, softcap, logit_scale, logit_divisor, label_smoothing, target)
     if (hidden_grad or weight_grad) and reduction == "none":
         raise ValueError("mojo linear_cross_entropy: gradients in the forward need a scalar loss (mean / sum)")
     return lowering.call("linear_cross_entropy", target, hidden, weight, labels, ignore_index, reduction,
-                         hidden_grad, weight_grad, float(softcap), float(logit_scale), float(logit_divisor))
+                         hidden_grad, weight_grad, float(softcap), float(logit_scale), float(logit_divisor),
+                         float(label_smoothing))
 
 
 @linear_cross_entropy.register_fake
 def _(hidden, weight, labels, ignore_index=-100, reduction="mean", hidden_grad=False, weight_grad=False,
-      softcap=0.0, logit_scale=1.0, logit_divisor=1.0, target="torch"):
+      softcap=0.0, logit_scale=1.0, logit_divisor=1.0, label_smoothing=0.0, target="torch"):
     dh_shape, dw_shape = _grad_shapes(hidden, weight, hidden_grad, weight_grad)
     return (hidden.new_empty(_loss_shape(hidden, reduction), dtype=torch.float32),
             hidden.new_empty([hidden.shape[0]], dtype=torch.float32),
@@ -106,18 +109,18 @@ def _(hidden, weight, labels, ignore_index=-100, reduction="mean", hidden_grad=F
 def linear_cross_entropy_backward(grad_loss: Tensor, grad_lse: Optional[Tensor], hidden: Tensor, weight: Tensor,
                                   labels: Tensor, lse: Tensor, ignore_index: int, reduction: str, hidden_grad: bool,
                                   weight_grad: bool, softcap: float, logit_scale: float, logit_divisor: float,
-                                  target: str) -> tuple[Tensor, Tensor]:
+                                  label_smoothing: float, target: str) -> tuple[Tensor, Tensor]:
     """(dhidden [N, H], dweight [V, H]) in their dtypes; one not asked for (hidden_grad / weight_grad False) is
     returned as zeros of size 0 along its first dim -- never computed."""
-    _check(hidden, weight, labels, reduction, softcap, logit_scale, logit_divisor, target)
+    _check(hidden, weight, labels, reduction, softcap, logit_scale, logit_divisor, label_smoothing, target)
     return lowering.call("linear_cross_entropy_backward", target, grad_loss, grad_lse, hidden, weight, labels, lse,
                          ignore_index, reduction, hidden_grad, weight_grad, float(softcap), float(logit_scale),
-                         float(logit_divisor))
+                         float(logit_divisor), float(label_smoothing))
 
 
 @linear_cross_entropy_backward.register_fake
 def _(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction, hidden_grad, weight_grad, softcap,
-      logit_scale, logit_divisor, target):
+      logit_scale, logit_divisor, label_smoothing, target):
     dh_shape, dw_shape = _grad_shapes(hidden, weight, hidden_grad, weight_grad)
     return hidden.new_empty(dh_shape), weight.new_empty(dw_shape)
 
@@ -125,13 +128,14 @@ def _(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
 # --------------------------------------------------------------------------------------------------------- autograd
 def _setup(ctx, inputs, output):
     hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap, logit_scale, logit_divisor, \
-        target = inputs
+        label_smoothing, target = inputs
     _, lse, dh_unit, dw_unit = output
     ctx.save_for_backward(hidden, weight, labels, lse, dh_unit, dw_unit)  # nothing [N, V]
     ctx.mark_non_differentiable(dh_unit, dw_unit)  # what the backward scales, not results to differentiate
     ctx.set_materialize_grads(False)  # an output nobody differentiates: None, not zeros (lse: the scaled path)
     ctx.params = (ignore_index, reduction)
     ctx.logit_ops = (softcap, logit_scale, logit_divisor)  # what turns the GEMM's output into the logits
+    ctx.label_smoothing = label_smoothing
     ctx.unit_grads = (hidden_grad, weight_grad)
     ctx.target = target
 
@@ -153,9 +157,9 @@ def _backward(ctx, grad_loss, grad_lse, _grad_dh_unit, _grad_dw_unit):
     rest_h, rest_w = want_h and not have_h, want_w and not have_w
     if rest_h or rest_w:
         rh, rw = linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, *ctx.params,
-                                               rest_h, rest_w, *ctx.logit_ops, ctx.target)
+                                               rest_h, rest_w, *ctx.logit_ops, ctx.label_smoothing, ctx.target)
         dh, dw = (rh if rest_h else dh), (rw if rest_w else dw)
-    return dh, dw, *[None] * 9
+    return dh, dw, *[None] * 10
 
 
 def _differentiable_backward(ctx, grad_loss, grad_lse):
@@ -164,14 +168,15 @@ def _differentiable_backward(ctx, grad_loss, grad_lse):
     memory (autograd keeps every block). The scaled forward gradients would drop the terms through them."""
     hidden, weight, labels = ctx.saved_tensors[:3]
     wanted = [t for t, want in zip((hidden, weight), ctx.needs_input_grad[:2]) if want]
-    loss, lse = lowering.reference.linear_cross_entropy_loss(hidden, weight, labels, *ctx.params, *ctx.logit_ops)
+    loss, lse = lowering.reference.linear_cross_entropy_loss(hidden, weight, labels, *ctx.params, *ctx.logit_ops,
+                                                             ctx.label_smoothing)
     pairs = [(o, g) for o, g in ((loss, grad_loss), (lse, grad_lse)) if g is not None]
     if not pairs or not wanted:
-        return None, None, *[None] * 9
+        return None, None, *[None] * 10
     outs, grads = zip(*pairs)
     found = iter(torch.autograd.grad(outs, wanted, grads, create_graph=True, allow_unused=True))
     dh, dw = [next(found) if want else None for want in ctx.needs_input_grad[:2]]
-    return dh, dw, *[None] * 9
+    return dh, dw, *[None] * 10
 
 
 linear_cross_entropy.register_autograd(_backward, setup_context=_setup)

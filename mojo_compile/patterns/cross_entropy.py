@@ -11,13 +11,14 @@ In the pre-dispatch graph: `to.dtype(logits, fp32)` -> `view(., [-1, V])` -> `cr
 reduction, ignore_index, label_smoothing)`, every argument written out by canonicalisation (`_all_arguments`). One
 pattern per reduction (the reduction is an int in the graph, checked exactly on the re-trace) and per form (with the
 view from [..., V], or on [N, V] as it is), traced for bf16 logits (with the cast) and fp32 (without). ignore_index
-is captured from the graph; the weight and label_smoothing are captured too, so that a site with either is matched
-and refused with its reason (the op models neither) rather than missed silently.
+and label_smoothing (a literal in [0, 1]: the op smooths as torch does) are captured from the graph; the class
+weight is captured too, so that a site with one is matched and refused with its reason (the op models none) rather
+than missed silently.
 
 The replacement hands the op the logits before the cast: the fp32 [N, V] copy, its log-softmax and the fp32 gradient
 are gone; dlogits comes back in the logits' dtype.
 
-Refused (left to eager): a class weight, label_smoothing != 0, logits that are not [N, V] where the loss reads them
+Refused (left to eager): a class weight, a label_smoothing that is not a literal in [0, 1], logits that are not [N, V] where the loss reads them
 (cross_entropy of [B, C, d...] puts the classes at dim 1), logits other than bf16 / fp16 / fp32 (an fp64 tensor cast
 down), a float target (probabilities), an integer target that is not int64 [N], a symbolic ignore_index. bf16 logits
 without the cast (`F.cross_entropy(x_bf16, t)`: eager computes and returns the loss in bf16) do not match at all.
@@ -76,9 +77,18 @@ def _cast_reason(match, loss_input, flatten: bool):
     return "the loss does not read the logits or their cast to fp32"
 
 
+def label_smoothing_reason(label_smoothing):
+    """Why the op cannot take this label_smoothing argument, or None (shared with linear_cross_entropy.py)."""
+    if not isinstance(label_smoothing, (int, float)) or isinstance(label_smoothing, bool):
+        return f"label_smoothing {label_smoothing!r} is not a literal"
+    if not 0 <= label_smoothing <= 1:
+        return f"label_smoothing={label_smoothing!r} is outside [0, 1] (torch raises)"
+    return None
+
+
 def _check(match, flatten: bool = False) -> bool:
-    """The op computes what the matched loss does only without a weight and label smoothing, for [N, V] logits of a
-    float dtype it takes, int64 labels [N] and a literal ignore_index. The arguments are read from the matched node
+    """The op computes what the matched loss does only without a class weight, for [N, V] logits of a float dtype
+    it takes, int64 labels [N], a literal ignore_index and a literal label_smoothing in [0, 1]. The arguments are read from the matched node
     itself (a torch may leave re-matched scalar literals out of match.kwargs)."""
     node = _loss_node(match)
     if node is None or len(node.args) != 6:
@@ -89,8 +99,9 @@ def _check(match, flatten: bool = False) -> bool:
         return refuse(reason)
     if weight is not None:
         return refuse("a class weight (the op has none)")
-    if label_smoothing != 0:
-        return refuse(f"label_smoothing={label_smoothing!r} (the op has none)")
+    reason = label_smoothing_reason(label_smoothing)
+    if reason:
+        return refuse(reason)
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         return refuse(f"ignore_index {ignore_index!r} is not a literal int")
     x, logits, labels = (inputs.meta.get("val") if isinstance(inputs, Node) else None), \
@@ -124,7 +135,7 @@ def _forms(reduction: str, flatten: bool):
 
     def replace(logits, labels, weight, ignore_index, label_smoothing):
         x = logits.reshape(-1, logits.shape[-1]) if flatten else logits
-        return mojo.cross_entropy(x, labels, ignore_index, reduction)[0]
+        return mojo.cross_entropy(x, labels, ignore_index, reduction, float(label_smoothing))[0]
 
     return search, replace
 

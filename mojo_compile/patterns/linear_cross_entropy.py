@@ -22,7 +22,7 @@ matcher rejects a match whose intermediate node is read outside it (a model that
 check below says so too. There the materialised form (mojo::cross_entropy) takes the loss alone.
 
 Refused with a reason (left to the materialised form, which refuses the loss's own reasons again): a class weight,
-label_smoothing != 0, a symbolic ignore_index, labels not int64 [N], hidden not bf16 / fp16 / fp32, a weight of
+a label_smoothing that is not a literal in [0, 1], a symbolic ignore_index, labels not int64 [N], hidden not bf16 / fp16 / fp32, a weight of
 another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py (`_cast_reason`): the loss must
 read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the linear itself where it is, with the
 linear's inputs the very nodes the replacement takes. A linear with a bias (`F.linear(h, W, b)`) does not match
@@ -39,7 +39,7 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import accepted_match, match_value, needs_grad, refuse, register_pattern
-from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node
+from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node, label_smoothing_reason
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -146,8 +146,9 @@ def _check(match, flatten: bool, spelling: str, softcap: bool = False, scaling: 
         return refuse(reason)
     if class_weight is not None:
         return refuse("a class weight (the op has none)")
-    if label_smoothing != 0:
-        return refuse(f"label_smoothing={label_smoothing!r} (the op has none)")
+    reason = label_smoothing_reason(label_smoothing)
+    if reason:
+        return refuse(reason)
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         return refuse(f"ignore_index {ignore_index!r} is not a literal int")
     x, hidden, weight, labels = (inputs.meta.get("val") if isinstance(inputs, Node) else None), \
@@ -199,7 +200,8 @@ def _forms(reduction: str, flatten: bool, spelling: str):
     def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing):
         h = hidden.reshape(-1, hidden.shape[-1]) if flatten else hidden
         hidden_grad, weight_grad = _gradients_wanted(reduction)
-        return mojo.linear_cross_entropy(h, weight, labels, ignore_index, reduction, hidden_grad, weight_grad)[0]
+        return mojo.linear_cross_entropy(h, weight, labels, ignore_index, reduction, hidden_grad, weight_grad,
+                                         label_smoothing=float(label_smoothing))[0]
 
     return search, replace
 
@@ -215,7 +217,8 @@ def _softcap_forms(reduction: str):
     def replace(hidden, weight, labels, class_weight, ignore_index, label_smoothing, softcap):
         hidden_grad, weight_grad = _gradients_wanted(reduction)
         return mojo.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), weight, labels, ignore_index,
-                                         reduction, hidden_grad, weight_grad, softcap=softcap)[0]
+                                         reduction, hidden_grad, weight_grad, softcap=softcap,
+                                         label_smoothing=float(label_smoothing))[0]
 
     return search, replace
 
@@ -234,7 +237,8 @@ def _scaled_forms(reduction: str, scaling: str):
         hidden_grad, weight_grad = _gradients_wanted(reduction)
         scaled = {"logit_scale": s} if scaling == "scale" else {"logit_divisor": s}
         return mojo.linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), weight, labels, ignore_index,
-                                         reduction, hidden_grad, weight_grad, **scaled)[0]
+                                         reduction, hidden_grad, weight_grad, **scaled,
+                                         label_smoothing=float(label_smoothing))[0]
 
     return search, replace
 
