@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import bench, print_table, rel_err
 
-from mojo_compile.kernels.gated_gemm import _config, gated_gemm, gated_gemm_fused
+from gated_gemm import _config, gated_gemm, gated_gemm_fused
 
 K, INTER = 4096, 12288
 DEVICE = "cuda"

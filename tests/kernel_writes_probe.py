@@ -18,8 +18,8 @@ class _Sm90Driver:
 
 triton.runtime.driver.set_active(_Sm90Driver())
 
-from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, gated_gemm,  # noqa: E402
-                                  rms_norm, rope)
+from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, rms_norm,  # noqa: E402
+                                  rope)
 from mojo_compile.kernels.common import declared_writes, inductor_accesses, record_launches  # noqa: E402
 
 BF16, FP32 = torch.bfloat16, torch.float32
@@ -49,7 +49,6 @@ def gated_cases():
             gu = _r(6, 80)
             yield lambda: gated_act.gated_act_fused_fwd(gu, act, gate_first)
             yield lambda: gated_act.gated_act_fused_bwd(_r(6, 40), gu, act, gate_first)
-    yield lambda: gated_gemm.gated_gemm(_r(6, 64), _r(32, 64), _r(32, 64))
 
 
 def rope_cases():

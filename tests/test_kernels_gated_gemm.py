@@ -3,13 +3,17 @@ unfused eager expression in the same dtype. On CPU it runs under TRITON_INTERPRE
 `_config` picks 16x32x64 tiles with GROUP_M=2: the shapes below cover several row and column blocks, partial blocks
 in M and N, the grouped-order tail (M=33: 3 row blocks in groups of 2), and both the even (K=64) and the masked (K=96)
 K loop."""
+import os
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import DEVICE, KERNEL_TARGET_OK
 from hopper import compile_for_hopper
 
-from mojo_compile.kernels import gated_gemm as gg  # after conftest, which sets TRITON_INTERPRET
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import gated_gemm as gg  # noqa: E402  (benchmarks/gated_gemm.py; after conftest, which sets TRITON_INTERPRET)
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
@@ -142,7 +146,8 @@ def test_gpu_heuristic_fits_hopper(monkeypatch, m):
 
 
 _COMPILE_BODY = r"""
-from mojo_compile.kernels import gated_gemm as GG
+sys.path.insert(0, "benchmarks")
+import gated_gemm as GG
 
 pointers = {n: "bf16" for n in ("X", "WG", "WU", "BG", "BU", "OUT")}
 for m, act, even_k in ((16, "silu", True), (128, "gelu_tanh", False), (4096, "silu", True), (4096, "gelu", False)):

@@ -33,7 +33,7 @@ softmax runs on exp2, except with an additive mask: scores then stay in natural 
 (finfo.min * log2(e) would overflow to -inf and turn eager's uniform row into an empty one). On a GPU q/k/v (and p,
 dS) enter the dots in their own dtype (bf16/fp16 tensor cores, like FlashAttention); fp32 inputs use IEEE fp32
 dots (eager uses no TF32). Under TRITON_INTERPRET=1 every operand is upcast to fp32 (the interpreter's bf16
-arithmetic and dots are wrong) and roundings to bf16 go through `_round`.
+arithmetic and dots are wrong) and roundings to bf16 go through `round_to`.
 
 Backward. A dQ kernel per row block first computes delta = rowsum(dO * O) and stores it, then recomputes
 p = exp(s - lse) per key tile: dS = p * (dP - delta) (times 1 - tanh^2 under softcap), dQ = scale * dS K.
@@ -49,9 +49,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .gated_gemm import _hint
-from .common import as_bytes, interpreting, wrap_triton, writes
-from .rms_norm import _round
+from .common import as_bytes, exp_units, interpreting, round_to, size_hint, tanh_exp2, wrap_triton, writes
 
 __all__ = ["attention_bwd", "attention_fwd"]
 
@@ -64,14 +62,6 @@ MASK_KEYS, MASK_KEY_HOLES = 3, 4
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
-@triton.jit
-def _tanh(x):
-    """tanh from exp2 of a non-positive argument (no overflow); core tl has no tanh that runs in the interpreter."""
-    e = tl.exp2(tl.abs(x) * (-2.0 * _LOG2E))
-    t = (1.0 - e) / (1.0 + e)
-    return tl.where(x < 0, -t, t)
-
-
 @triton.jit
 def _mm(a, b, IEEE: tl.constexpr):
     if IEEE:  # fp32 inputs (and everything in the interpreter): full fp32 products, no TF32
@@ -107,7 +97,7 @@ def _load_rows(P, row_off, row_ok, D: tl.constexpr, BLOCK_D: tl.constexpr, INTER
 @triton.jit
 def _store_rows(P, row_off, row_ok, x, D: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     d = tl.arange(0, BLOCK_D)
-    tl.store(P + row_off[:, None] + d[None, :], _round(x, P.dtype.element_ty, INTERPRET),
+    tl.store(P + row_off[:, None] + d[None, :], round_to(x, P.dtype.element_ty, INTERPRET),
              mask=row_ok[:, None] & (d < D)[None, :])
 
 
@@ -255,7 +245,7 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     if HAS_SOFTCAP:
-        t = _tanh(qk * (scale / softcap))
+        t = tanh_exp2(qk * (scale / softcap))
         s = t * (softcap * UNIT)
     else:
         t = 0.0
@@ -277,14 +267,6 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
     return s, t
 
 
-@triton.jit
-def _exp_units(x, NATURAL: tl.constexpr):
-    """exp of a difference of scores in the softmax's units."""
-    if NATURAL:
-        return tl.exp2(x * _LOG2E)
-    return tl.exp2(x)
-
-
 # ----------------------------------------------------------------------------------------------------------- forward
 @triton.jit
 def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap,
@@ -304,8 +286,8 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing allowed yet: no -inf - -inf
-    alpha = _exp_units(m_i - m_use, NATURAL)
-    p = _exp_units(s - m_use[:, None], NATURAL)
+    alpha = exp_units(m_i - m_use, NATURAL)
+    p = exp_units(s - m_use[:, None], NATURAL)
     l_i = l_i * alpha + tl.sum(p, axis=1)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     acc = _mma(_operand(p, V.dtype.element_ty, INTERPRET), v, acc * alpha[:, None], IEEE)
@@ -382,7 +364,7 @@ def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, r
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
     s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, keys,
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
-    p = _exp_units(s - lse_u[:, None], MASK_KIND == 2)
+    p = exp_units(s - lse_u[:, None], MASK_KIND == 2)
     l_sum += tl.sum(p, axis=1)
     dp = _mm(do, tl.trans(v), IEEE)
     ds = p * (dp - delta[:, None])
@@ -443,7 +425,7 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
                                  BLOCK_D, INTERPRET, IEEE)
 
     if HAS_SINKS:
-        p_sink = _exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
+        p_sink = exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
         l_sum += p_sink
     if NATURAL:  # 1 / sum of the recomputed p: exact normalisation even where lse lost log(l) to rounding
         r_norm = tl.where(l_sum > 0.0, 1.0 / l_sum, 0.0)
@@ -483,7 +465,7 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok,
                        keys, scale, softcap, window,
                        MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
-    p_t = _exp_units(s_t - lse_u[None, :], NATURAL)
+    p_t = exp_units(s_t - lse_u[None, :], NATURAL)
     if NATURAL:
         p_t = p_t * tl.load(RNORM + stat, mask=row_ok, other=0.0)[None, :]
     dv = _mma(_operand(p_t, DO.dtype.element_ty, INTERPRET), do, dv, IEEE)
@@ -604,15 +586,15 @@ def _config(kind: str, rows, d: int, dtype: torch.dtype, heavy: bool, config=Non
     elif interpreting():
         block_m, block_n, num_warps, num_stages = 32, 16, 4, 1
         if kind == "fwd":
-            block_m = max(16, min(32, triton.next_power_of_2(max(_hint(rows), 1))))
+            block_m = max(16, min(32, triton.next_power_of_2(max(size_hint(rows), 1))))
     else:
         block_d = triton.next_power_of_2(d)
         if dtype == torch.float32:
             block_m, block_n, num_warps, num_stages = {"fwd": (16, 32, 4, 1), "dq": (16, 16, 8, 1),
                                                        "dkdv": (16, 16, 4, 1)}[kind]
         elif kind == "fwd":
-            if _hint(rows) <= 64:  # decode: one row tile holds the group's heads; long key tiles, mma v2
-                block_m, block_n, num_warps, num_stages = (max(16, triton.next_power_of_2(max(_hint(rows), 1))),
+            if size_hint(rows) <= 64:  # decode: one row tile holds the group's heads; long key tiles, mma v2
+                block_m, block_n, num_warps, num_stages = (max(16, triton.next_power_of_2(max(size_hint(rows), 1))),
                                                            128 if block_d <= 128 else 64, 4, 3)
             elif block_d <= 128:  # swept on the H200 (B4 S4096 causal GQA 4): 128 x 128 x 8 x 3 440 TFLOP/s
                 block_m, block_n, num_warps, num_stages = (128, 32, 8, 3) if heavy else (128, 128, 8, 3)

@@ -39,16 +39,11 @@ the kernel (torch.compile may hand Python floats over as fp64).
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from .attention import _exp_units
-from .gated_act import _tanh
-from .common import as_bytes, interpreting, size_hint, wrap_triton, writes
-from .rms_norm import _round
+from .common import as_bytes, exp_units, interpreting, round_to, size_hint, sm_count, tanhf, wrap_triton, writes
 
 __all__ = ["attention_decode"]
 
@@ -72,11 +67,11 @@ def _finish(o, m, den, SINKS, h, row_ok, HAS_SINK: tl.constexpr, NATURAL: tl.con
             sink = sink * _LOG2E
         top = tl.maximum(tl.where(den > 0, m, float("-inf")), sink)
         top = tl.where(top == float("-inf"), 0.0, top)
-        w = den * _exp_units(m - top, NATURAL)  # 0 when den is 0 (then m may be -inf: exp 0, or finite)
+        w = den * exp_units(m - top, NATURAL)  # 0 when den is 0 (then m may be -inf: exp 0, or finite)
         w = tl.where(den > 0, w, 0.0)
-        o = o * tl.where(den > 0, w / (w + _exp_units(sink - top, NATURAL)), 0.0)[:, None]
+        o = o * tl.where(den > 0, w / (w + exp_units(sink - top, NATURAL)), 0.0)[:, None]
         m = top
-        den = w + _exp_units(sink - top, NATURAL)
+        den = w + exp_units(sink - top, NATURAL)
     has = den > 0
     lse = tl.where(has, m + tl.log2(tl.where(has, den, 1.0)) * (_LN2 if NATURAL else 1.0), float("-inf"))
     if not NATURAL:
@@ -152,7 +147,7 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
             k = k.to(tl.float32)
         s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
         if SOFTCAP:
-            s = cap_out * _tanh(s * cap_in, INTERPRET)
+            s = cap_out * tanhf(s * cap_in, INTERPRET)
         else:
             s = s * qk_scale
         ok = row_ok[:, None] & n_ok[None, :]
@@ -169,12 +164,12 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
         # Online softmax; a row with nothing allowed so far keeps m = -inf, so exponents use a guarded max.
         m_new = tl.maximum(m, tl.max(s, axis=1))
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = _exp_units(m - m_use, NATURAL)
-        p = _exp_units(s - m_use[:, None], NATURAL)
+        alpha = exp_units(m - m_use, NATURAL)
+        p = exp_units(s - m_use[:, None], NATURAL)
         den = den * alpha + tl.sum(p, axis=1)
         v = tl.load(v_base + n64[:, None] * svn + d[None, :], mask=kv_ok, other=0.0)
         if INTERPRET:  # the GPU's rounding of p to v's dtype, done by hand (the interpreter's bf16 cast truncates)
-            p = _round(p, V.dtype.element_ty, INTERPRET).to(tl.float32)
+            p = round_to(p, V.dtype.element_ty, INTERPRET).to(tl.float32)
             v = v.to(tl.float32)
         else:
             p = p.to(V.dtype.element_ty)
@@ -186,7 +181,7 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
     row = (b * HQ + h) * SQ + i  # (b, h, i) flattened
     if DIRECT:
         o, lse = _finish(o, m, den, SINKS, h, row_ok, HAS_SINK, NATURAL)
-        tl.store(OUT + row[:, None] * D + d[None, :], _round(o, OUT.dtype.element_ty, INTERPRET),
+        tl.store(OUT + row[:, None] * D + d[None, :], round_to(o, OUT.dtype.element_ty, INTERPRET),
                  mask=row_ok[:, None] & d_ok[None, :])
         tl.store(LSE + row, lse, mask=row_ok)
     else:
@@ -213,34 +208,21 @@ def _merge_kernel(O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits,
     m_s = tl.where(den_s > 0, tl.load(M_WS + slot, mask=rs_ok, other=0.0), float("-inf"))  # empty split: -inf
     top = tl.max(m_s, axis=1)
     top = tl.where(top == float("-inf"), 0.0, top)  # every split empty: all weights 0, no NaN
-    w = den_s * _exp_units(m_s - top[:, None], NATURAL)  # split s's denominator relative to exp(top)
+    w = den_s * exp_units(m_s - top[:, None], NATURAL)  # split s's denominator relative to exp(top)
     den = tl.sum(w, axis=1)
     o_s = tl.load(O_WS + slot[:, :, None] * D + d[None, None, :], mask=rs_ok[:, :, None] & (d < D)[None, None, :],
                   other=0.0)
     o = tl.sum(w[:, :, None] * o_s, axis=1) / tl.where(den > 0, den, 1.0)[:, None]
     o, lse = _finish(o, top, den, SINKS, (rows // SQ) % HQ, row_ok, HAS_SINK, NATURAL)
-    tl.store(OUT + rows[:, None] * D + d[None, :], _round(o, OUT.dtype.element_ty, INTERPRET),
+    tl.store(OUT + rows[:, None] * D + d[None, :], round_to(o, OUT.dtype.element_ty, INTERPRET),
              mask=row_ok[:, None] & (d < D)[None, :])
     tl.store(LSE + rows, lse, mask=row_ok)
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _sms(device: torch.device) -> int:
     """SMs to fill; 4 in the interpreter (whose programs run one after another anyway)."""
-    if device.type == "cuda" and not interpreting():
-        return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-    return 4
-
-
-def _hint(x) -> int:
-    """A static value of a possibly symbolic size, for heuristics only: no guard is added, and the kernels are
-    right for any value (the split count only partitions the work)."""
-    return size_hint(x)
+    return sm_count(device) if device.type == "cuda" and not interpreting() else 4
 
 
 def default_num_splits(programs: int, skv: int, sms: int) -> int:
@@ -307,14 +289,14 @@ def attention_decode(q, k, v, scale, causal=True, window=0, softcap=0.0, q_pos=N
     q, k, v = _last_contiguous(q), _last_contiguous(k), _last_contiguous(v)
     out = torch.empty((batch, hq, sq, d), dtype=q.dtype, device=q.device)
     lse = torch.empty((batch, hq, sq), dtype=torch.float32, device=q.device)
-    if hq == 0 or sq == 0 or d == 0 or _hint(batch) == 0:
+    if hq == 0 or sq == 0 or d == 0 or size_hint(batch) == 0:
         return out, lse
 
     group = hq // hkv
     block_m = max(16, min(MAX_BLOCK_M, triton.next_power_of_2(group * sq)))
     row_chunks = triton.cdiv(group * sq, block_m)
     if num_splits is None:
-        num_splits = default_num_splits(_hint(batch) * hkv * row_chunks, _hint(skv), _sms(q.device))
+        num_splits = default_num_splits(size_hint(batch) * hkv * row_chunks, size_hint(skv), _sms(q.device))
     num_splits = int(num_splits)
     if num_splits < 1:
         raise ValueError(f"mojo attention_decode: num_splits must be >= 1, got {num_splits}")

@@ -20,6 +20,7 @@ CPU, and requires it to equal the declaration, and no written argument to overla
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Callable, Optional
 
@@ -27,11 +28,18 @@ import torch
 
 try:  # the lowering imports this module on every target; Triton is needed only to launch
     import triton
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    jit = triton.jit
 except ImportError:  # pragma: no cover
     triton = None
 
+    def jit(fn):  # without Triton the helpers below are plain functions, never called
+        return fn
+
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "inductor_accesses", "inductor_writes", "mismatch", "record_launches"]
+           "sm_count", "inductor_accesses", "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES",
+           "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise"]
 
 
 class NotInlinable(RuntimeError):
@@ -224,3 +232,84 @@ def size_hint(n, fallback: int = 4096) -> int:
     except ImportError:  # older torch
         hint = getattr(n.node, "hint", None)
         return int(hint) if hint is not None else fallback
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """The streaming multiprocessors of a CUDA device (launch configs that fill the GPU)."""
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+# --------------------------------------------------------------------------------------------------- kernel codes
+ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}  # gated activations: the kernels' ACT constexpr
+CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}  # where an RMSNorm rounds to the input dtype: the CAST constexpr
+
+
+# ---------------------------------------------------------------------------------------------- Triton functions
+# Device functions every kernel file may call (Triton inlines them into the calling kernel). Where the interpreter
+# and the GPU differ (libdevice, bf16 rounding), the INTERPRET constexpr picks the path.
+LOG2E = tl.constexpr(1.4426950408889634) if triton is not None else 1.4426950408889634
+
+
+@jit
+def round_to(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
+    """fp32 x rounded to DTYPE (to nearest even). The interpreter truncates fp32 -> bf16, so round by hand there."""
+    if INTERPRET and DTYPE == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(DTYPE)
+
+
+@jit
+def expf(x, INTERPRET: tl.constexpr):
+    if INTERPRET:
+        return tl.exp(x)
+    else:
+        return libdevice.exp(x)  # expf, as torch's kernels; tl.exp is ex2.approx based
+
+
+@jit
+def tanhf(x, INTERPRET: tl.constexpr):
+    if INTERPRET:
+        # tanh(|x|) = (1 - e) / (1 + e), e = exp(-2|x|) in fp64: no overflow, and nearly correctly rounded
+        ax = tl.where(x < 0, -x, x).to(tl.float64)
+        e = tl.exp(-2.0 * ax)
+        t = ((1.0 - e) / (1.0 + e)).to(tl.float32)
+        return tl.where(x < 0, -t, t)
+    else:
+        return libdevice.tanh(x)
+
+
+@jit
+def tanh_exp2(x):
+    """tanh from exp2 of a non-positive argument (no overflow); core tl has no tanh that runs in the interpreter."""
+    e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))
+    t = (1.0 - e) / (1.0 + e)
+    return tl.where(x < 0, -t, t)
+
+
+@jit
+def exp_units(x, NATURAL: tl.constexpr):
+    """exp of a difference of scores in the softmax's units."""
+    if NATURAL:
+        return tl.exp2(x * LOG2E)
+    return tl.exp2(x)
+
+
+@jit
+def normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
+               INTERPRET: tl.constexpr):
+    if CAST == 2:  # "rstd": x * rstd.to(dtype), a product in the input dtype
+        y = round_to(x * round_to(rstd, IN_DTYPE, INTERPRET).to(tl.float32), IN_DTYPE, INTERPRET).to(tl.float32)
+    elif CAST == 0:  # "normed": round the normalised value before the weight multiply
+        y = round_to(x * rstd, IN_DTYPE, INTERPRET).to(tl.float32)
+    else:  # "output": fp32 throughout
+        y = x * rstd
+    if HAS_W:
+        y = y * (w + weight_offset)
+    return y

@@ -24,9 +24,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from .common import interpreting, wrap_triton, writes
-from .gated_act import _exp
-from .rms_norm import _round
+from .common import expf, interpreting, round_to, wrap_triton, writes
 
 
 @triton.jit
@@ -58,12 +56,12 @@ def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.
         c = start + cols
         x = tl.load(x_row + c, mask=c < V, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x, propagate_nan=tl.PropagateNan.ALL)  # a NaN stays (the GPU's max drops it)
-        s = s * _exp(m - _finite(m_new), INTERPRET) + _exp(x - _finite(m_new), INTERPRET)
+        s = s * expf(m - _finite(m_new), INTERPRET) + expf(x - _finite(m_new), INTERPRET)
         m = m_new
         if SUM:
             total += tl.where(c < V, x, 0.0)
     m_row = tl.max(m, 0)  # a NaN lane's sum is NaN, whatever the reduction does with its max
-    s_row = tl.sum(s * _exp(m - _finite(m_row), INTERPRET), 0)
+    s_row = tl.sum(s * expf(m - _finite(m_row), INTERPRET), 0)
     lse = m_row + _log(s_row, INTERPRET)  # a row of -inf only: -inf (its loss NaN, as eager's)
     label = tl.load(LABELS + row)
     ignored = label == IGNORE
@@ -88,11 +86,11 @@ def _bwd_kernel(X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx, BLOCK_V: tl
     a = tl.load(A + row)
     b = tl.load(B + row)
     label = tl.load(LABELS + row)
-    pa = _exp(x - lse, INTERPRET) * a
+    pa = expf(x - lse, INTERPRET) * a
     d = tl.where(c == label, pa - b, pa)
     if UNIFORM:
         d -= tl.load(C + row)
-    tl.store(DX + row * stride_dx + c, _round(d, DX.dtype.element_ty, INTERPRET), mask=mask)
+    tl.store(DX + row * stride_dx + c, round_to(d, DX.dtype.element_ty, INTERPRET), mask=mask)
 
 
 # --------------------------------------------------------------------------------------------------------- launchers

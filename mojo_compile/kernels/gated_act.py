@@ -31,10 +31,7 @@ import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from triton.language.extra import libdevice
 
-from .common import interpreting, wrap_triton, writes
-from .rms_norm import _round
-
-ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
+from .common import ACT_CODES, expf, interpreting, round_to, tanhf, wrap_triton, writes
 
 # torch's constants as its kernels hold them, in fp32 (the literals below are exact fp32 values; module-level
 # constexpr floats misbehave in the interpreter):
@@ -45,33 +42,13 @@ ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 
 # ----------------------------------------------------------------------------------------------------------- helpers
 @triton.jit
-def _exp(x, INTERPRET: tl.constexpr):
-    if INTERPRET:
-        return tl.exp(x)
-    else:
-        return libdevice.exp(x)  # expf, as torch's kernels; tl.exp is ex2.approx based
-
-
-@triton.jit
-def _tanh(x, INTERPRET: tl.constexpr):
-    if INTERPRET:
-        # tanh(|x|) = (1 - e) / (1 + e), e = exp(-2|x|) in fp64: no overflow, and nearly correctly rounded
-        ax = tl.where(x < 0, -x, x).to(tl.float64)
-        e = tl.exp(-2.0 * ax)
-        t = ((1.0 - e) / (1.0 + e)).to(tl.float32)
-        return tl.where(x < 0, -t, t)
-    else:
-        return libdevice.tanh(x)
-
-
-@triton.jit
 def _act(g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
     """act(g) in fp32, spelled as ATen's kernels spell it."""
     if ACT == 0:
-        return tl.math.div_rn(g, 1.0 + _exp(-g, INTERPRET))
+        return tl.math.div_rn(g, 1.0 + expf(-g, INTERPRET))
     elif ACT == 1:
         inner = 0.7978845834732056 * (g + 0.044714998453855515 * (g * g * g))
-        return 0.5 * g * (1.0 + _tanh(inner, INTERPRET))
+        return 0.5 * g * (1.0 + tanhf(inner, INTERPRET))
     else:
         return g * 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
 
@@ -80,17 +57,17 @@ def _act(g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
 def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
     """da * act'(g) in fp32: silu_backward / gelu_backward as ATen computes them."""
     if ACT == 0:
-        s = tl.math.div_rn(1.0, 1.0 + _exp(-g, INTERPRET))
+        s = tl.math.div_rn(1.0, 1.0 + expf(-g, INTERPRET))
         return da * s * (1.0 + g * (1.0 - s))
     elif ACT == 1:
         g_sq = g * g
-        t = _tanh(0.7978845834732056 * (g + 0.044714998453855515 * (g_sq * g)), INTERPRET)
+        t = tanhf(0.7978845834732056 * (g + 0.044714998453855515 * (g_sq * g)), INTERPRET)
         left_derivative = 0.5 * (1.0 + t)
         right_derivative = (0.5 * g) * (1.0 - t * t) * (0.7978845834732056 * (1.0 + 0.13414499163627625 * g_sq))
         return da * (left_derivative + right_derivative)
     else:
         cdf = 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
-        pdf = _exp(-0.5 * g * g, INTERPRET) * 0.3989422917366028
+        pdf = expf(-0.5 * g * g, INTERPRET) * 0.3989422917366028
         return da * (cdf + g * pdf)
 
 
@@ -126,8 +103,8 @@ def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.cons
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = Y.dtype.element_ty
-    a = _round(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # eager materialises act(g) in the dtype
-    tl.store(Y + rows * stride_y + cols, _round(a * u, dtype, INTERPRET), mask=mask)
+    a = round_to(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # eager materialises act(g) in the dtype
+    tl.store(Y + rows * stride_y + cols, round_to(a * u, dtype, INTERPRET), mask=mask)
 
 
 @writes("DG", DU=lambda a: not a["FUSED"])
@@ -143,14 +120,14 @@ def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, st
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = DG.dtype.element_ty
-    a = _round(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # recomputed: nothing saved but g and u
-    du = _round(dy * a, dtype, INTERPRET)
+    a = round_to(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # recomputed: nothing saved but g and u
+    du = round_to(dy * a, dtype, INTERPRET)
     if FUSED:
         tl.store(DG + DU_OFF + rows * stride_dg + cols, du, mask=mask)
     else:
         tl.store(DU + rows * stride_du + cols, du, mask=mask)
-    da = _round(dy * u, dtype, INTERPRET).to(tl.float32)  # eager's mul backward rounds before the act backward
-    tl.store(DG + DG_OFF + rows * stride_dg + cols, _round(_act_grad(da, g, ACT, INTERPRET), dtype, INTERPRET),
+    da = round_to(dy * u, dtype, INTERPRET).to(tl.float32)  # eager's mul backward rounds before the act backward
+    tl.store(DG + DG_OFF + rows * stride_dg + cols, round_to(_act_grad(da, g, ACT, INTERPRET), dtype, INTERPRET),
              mask=mask)
 
 

@@ -14,30 +14,17 @@ weight gradient, and the partials are summed by torch afterwards -- no atomics.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
-from .common import interpreting, wrap_triton, writes
+from .common import CAST_CODES, interpreting, normalise, round_to, sm_count, wrap_triton, writes
 
-CAST_CODES = {"normed": 0, "output": 1, "rstd": 2}
 MAX_FUSED_N = 16384  # longest row kept in registers
 LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
-@triton.jit
-def _round(x, DTYPE: tl.constexpr, INTERPRET: tl.constexpr):
-    """fp32 x rounded to DTYPE (to nearest even). The interpreter truncates fp32 -> bf16, so round by hand there."""
-    if INTERPRET and DTYPE == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        x = bits.to(tl.float32, bitcast=True)
-    return x.to(DTYPE)
-
-
 @triton.jit
 def _stream(P, mask, EVICT: tl.constexpr):
     """A load read once: with EVICT, marked first to leave L2 so the weight and the outputs stay."""
@@ -53,25 +40,11 @@ def _load_input(X, R, S, offs, mask, HAS_RES: tl.constexpr, STORE_SUM: tl.conste
     x = _stream(X + offs, mask, EVICT)
     if HAS_RES:
         r = _stream(R + offs, mask, EVICT)
-        x = _round(x + r, X.dtype.element_ty, INTERPRET)
+        x = round_to(x + r, X.dtype.element_ty, INTERPRET)
         if STORE_SUM:
             tl.store(S + offs, x, mask=mask)
         x = x.to(tl.float32)
     return x
-
-
-@triton.jit
-def _normalise(x, rstd, w, weight_offset, IN_DTYPE: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
-               INTERPRET: tl.constexpr):
-    if CAST == 2:  # "rstd": x * rstd.to(dtype), a product in the input dtype
-        y = _round(x * _round(rstd, IN_DTYPE, INTERPRET).to(tl.float32), IN_DTYPE, INTERPRET).to(tl.float32)
-    elif CAST == 0:  # "normed": round the normalised value before the weight multiply
-        y = _round(x * rstd, IN_DTYPE, INTERPRET).to(tl.float32)
-    else:  # "output": fp32 throughout
-        y = x * rstd
-    if HAS_W:
-        y = y * (w + weight_offset)
-    return y
 
 
 # ----------------------------------------------------------------------------------------------------------- forward
@@ -92,8 +65,8 @@ def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
     rstd = tl.math.rsqrt(tl.sum(x * x, axis=1) / N + eps)
     tl.store(RSTD + rows, rstd, mask=row_ok)
     w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 0.0
-    y = _normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
-    tl.store(Y + offs, _round(y, Y.dtype.element_ty, INTERPRET), mask=mask)
+    y = normalise(x, rstd[:, None], w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+    tl.store(Y + offs, round_to(y, Y.dtype.element_ty, INTERPRET), mask=mask)
 
 
 @writes("Y", "RSTD", S="HAS_RES")
@@ -117,8 +90,8 @@ def _fwd_loop_kernel(X, R, W, Y, S, RSTD, N, eps, weight_offset,
         # recompute the sum rather than read S back: no read-after-write hazard
         x = _load_input(X, R, S, row * N + cols, col_ok, HAS_RES, False, INTERPRET)
         w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32) if HAS_W else 0.0
-        y = _normalise(x, rstd, w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
-        tl.store(Y + row * N + cols, _round(y, Y.dtype.element_ty, INTERPRET), mask=col_ok)
+        y = normalise(x, rstd, w, weight_offset, X.dtype.element_ty, HAS_W, CAST, INTERPRET)
+        tl.store(Y + row * N + cols, round_to(y, Y.dtype.element_ty, INTERPRET), mask=col_ok)
 
 
 # ---------------------------------------------------------------------------------------------------------- backward
@@ -150,12 +123,12 @@ def _bwd_rows_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weigh
         rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None]
         n, dn = _grad_terms(x, dy, rstd, w, HAS_W)
         if WEIGHT_GRAD:
-            n_seen = _round(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
+            n_seen = round_to(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
             dw += tl.sum(dy * n_seen, axis=0)
         dx = (dn - n * (tl.sum(dn * n, axis=1) / N)[:, None]) * rstd
         if HAS_DRES:
             dx += tl.load(DRES + offs, mask=mask, other=0.0).to(tl.float32)
-        tl.store(DX + offs, _round(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
+        tl.store(DX + offs, round_to(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
     if WEIGHT_GRAD:
         tl.store(DW + pid * N + cols, dw, mask=col_ok)
 
@@ -192,9 +165,9 @@ def _bwd_loop_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weigh
                 dx = (dn - n * c) * rstd
                 if HAS_DRES:
                     dx += tl.load(DRES + row * N + cols, mask=col_ok, other=0.0).to(tl.float32)
-                tl.store(DX + row * N + cols, _round(dx, DX.dtype.element_ty, INTERPRET), mask=col_ok)
+                tl.store(DX + row * N + cols, round_to(dx, DX.dtype.element_ty, INTERPRET), mask=col_ok)
                 if WEIGHT_GRAD:
-                    n_seen = _round(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
+                    n_seen = round_to(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n
                     partial = tl.load(DW + pid * N + cols, mask=col_ok, other=0.0)
                     tl.store(DW + pid * N + cols, partial + dy * n_seen, mask=col_ok)
 
@@ -229,15 +202,8 @@ def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int
     return block_m, block_n, num_warps, False
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
 def _num_programs(x: torch.Tensor) -> int:
-    if x.device.type == "cuda":
-        return 4 * _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device())
-    return 4
+    return 4 * sm_count(x.device) if x.device.type == "cuda" else 4
 
 
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):

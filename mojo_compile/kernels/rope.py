@@ -31,8 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import interpreting, wrap_triton, writes
-from .rms_norm import _normalise, _round, CAST_CODES
+from .common import CAST_CODES, interpreting, normalise, round_to, wrap_triton, writes
 
 __all__ = ["qk_norm_rope_bwd", "qk_norm_rope_fwd", "rope_bwd", "rope_fwd"]
 
@@ -78,9 +77,9 @@ def _rotate(x, xp, c, s, rot, sign, DTYPE: tl.constexpr, ROUND_TERMS: tl.constex
     a = x * c
     b = (sign * xp) * s  # sign*xp is exact: the negation in rotate_half
     if ROUND_TERMS:
-        a = _round(a, DTYPE, INTERPRET).to(tl.float32)
-        b = _round(b, DTYPE, INTERPRET).to(tl.float32)
-    return _round(tl.where(rot, a + b, x), DTYPE, INTERPRET)
+        a = round_to(a, DTYPE, INTERPRET).to(tl.float32)
+        b = round_to(b, DTYPE, INTERPRET).to(tl.float32)
+    return round_to(tl.where(rot, a + b, x), DTYPE, INTERPRET)
 
 
 @triton.jit
@@ -110,7 +109,7 @@ def _rotate_eager(x, xp, c, s, rot, sign, OUT_DTYPE: tl.constexpr, COMPUTE_FP32:
     cos, OLMo; Cohere's `q.float()` is the same with cos cast to fp32)."""
     if COMPUTE_FP32:
         y = _rotate(x, xp, c, s, rot, sign, tl.float32, True, INTERPRET)
-        return _round(y, OUT_DTYPE, INTERPRET)
+        return round_to(y, OUT_DTYPE, INTERPRET)
     return _rotate(x, xp, c, s, rot, sign, OUT_DTYPE, True, INTERPRET)
 
 
@@ -243,8 +242,8 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
         wp = tl.load(W + w_row + partner[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
         rstd = _store_rstd(RSTD, x * x, eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
         # The partner shares the head (and so the rstd); both are normalised exactly like the eager norm's output.
-        n = _round(_normalise(x, rstd, w, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
-        n_p = _round(_normalise(xp, rstd, wp, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
+        n = round_to(normalise(x, rstd, w, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
+        n_p = round_to(normalise(xp, rstd, wp, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
         y = _rotate_eager(n.to(tl.float32), n_p.to(tl.float32), c, s, rot, sign, Y.dtype.element_ty, COMPUTE_FP32,
                           INTERPRET)
         yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, D, BLOCK_H, BLOCK_D)
@@ -272,9 +271,9 @@ def _norm_rope_fwd_heads_halves(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh,
         w_hi = tl.load(W + w_row + lo + HALF, mask=w_ok, other=0.0).to(tl.float32)
         rstd = _store_rstd(RSTD, x_lo * x_lo + x_hi * x_hi, eps, tok, tok_ok, h, H * D if TOGETHER else D, H,
                            TOGETHER)
-        n_lo = _round(_normalise(x_lo, rstd, w_lo, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+        n_lo = round_to(normalise(x_lo, rstd, w_lo, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
                       INTERPRET).to(tl.float32)
-        n_hi = _round(_normalise(x_hi, rstd, w_hi, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+        n_hi = round_to(normalise(x_hi, rstd, w_hi, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
                       INTERPRET).to(tl.float32)
         y_lo = _rotate_eager(n_lo, n_hi, c_lo, s_lo, in_half, -1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
         y_hi = _rotate_eager(n_hi, n_lo, c_hi, s_hi, in_half, 1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
@@ -349,8 +348,8 @@ def _norm_rope_bwd_heads(DY, X, DX, W, RSTD, acc, tok, dy_base, x_base, dx_base,
             dot = tl.sum(dot, axis=1)[:, None]
         dx = (dn - n * (dot / N)[:, :, None]) * rstd
         dxo, _, _ = _head_tile(dx_base, h0, tok_ok, sdxh, H, D, BLOCK_H, BLOCK_D)
-        tl.store(DX + dxo + d[None, None, :], _round(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
-        n_seen = _round(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n  # what w multiplied
+        tl.store(DX + dxo + d[None, None, :], round_to(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
+        n_seen = round_to(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n  # what w multiplied
         acc += tl.sum(g * n_seen, axis=0)
     return acc
 

@@ -1,4 +1,5 @@
 """Triton GEMM with the gated activation (SwiGLU / GeGLU) in its epilogue: out = act(x @ Wg.T) * (x @ Wu.T).
+An experiment kept beside its benchmark (bench_gated_gemm.py), not part of the package: no pattern lowers to it.
 
 The unfused MLP writes the [M, 2I] gate/up product to HBM and reads it back for act(g) * u; here each program computes
 a [BLOCK_M, BLOCK_N] tile of both products (two fp32 accumulators fed by the same x tile, so x is read once for both)
@@ -22,10 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import interpreting, size_hint, wrap_triton, writes
-from .rms_norm import _round
+from mojo_compile.kernels.common import ACT_CODES, interpreting, round_to, size_hint, wrap_triton, writes
 
-ACT_CODES = {"silu": 0, "gelu_tanh": 1, "gelu": 2}
 _DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -101,19 +100,15 @@ def _gated_gemm_kernel(X, WG, WU, BG, BU, OUT, M, N, K,
     if HAS_BIAS:
         acc_g += tl.load(BG + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
         acc_u += tl.load(BU + offs_n, mask=n_ok, other=0.0).to(tl.float32)[None, :]
-    g = _round(acc_g, OUT.dtype.element_ty, INTERPRET).to(tl.float32)  # the linear outputs, as eager stores them
-    u = _round(acc_u, OUT.dtype.element_ty, INTERPRET).to(tl.float32)
-    a = _round(_act(g, ACT), OUT.dtype.element_ty, INTERPRET).to(tl.float32)
-    out = _round(a * u, OUT.dtype.element_ty, INTERPRET)
+    g = round_to(acc_g, OUT.dtype.element_ty, INTERPRET).to(tl.float32)  # the linear outputs, as eager stores them
+    u = round_to(acc_u, OUT.dtype.element_ty, INTERPRET).to(tl.float32)
+    a = round_to(_act(g, ACT), OUT.dtype.element_ty, INTERPRET).to(tl.float32)
+    out = round_to(a * u, OUT.dtype.element_ty, INTERPRET)
     out_ptrs = OUT + offs_m.to(tl.int64)[:, None] * N + offs_n[None, :]
     tl.store(out_ptrs, out, mask=(offs_m < M)[:, None] & n_ok[None, :])
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
-def _hint(n) -> int:
-    return size_hint(n)
-
-
 def _config(m: int, n: int, k: int, elem_bytes: int = 2) -> tuple[int, int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) for an [m, k] x [k, n] gate/up pair on Hopper.
 
@@ -153,7 +148,7 @@ def _launch(x, w_gate, w_up, b_gate, b_up, act, config):
     b_gate, b_up = (b.contiguous() if b is not None else None for b in (b_gate, b_up))
     m = x2.shape[0]
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    block_m, block_n, block_k, group_m, num_warps, num_stages = config or _config(_hint(m), n, k, x.element_size())
+    block_m, block_n, block_k, group_m, num_warps, num_stages = config or _config(size_hint(m), n, k, x.element_size())
     has_bias = b_gate is not None
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)  # 0 programs when m == 0: nothing launches
     # EVEN_K branches on K, which the weights fix; nothing here branches on a symbolic M (no guard).
