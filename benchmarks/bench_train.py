@@ -7,7 +7,7 @@ The H200 runs (issue 14):
     python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo,mojo-model
 
 each also with `--grads fresh`; Liger comes from a wheel carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
-from shared/reference/performance-anchors.md; `--tflops measure` times that GEMM instead). The CPU smoke test:
+from docs/performance-anchors.md; `--tflops measure` times that GEMM instead). The CPU smoke test:
 
     python benchmarks/bench_train.py --tiny --impls eager,mojo [--check-fp64]
 
@@ -69,7 +69,7 @@ from common import bench, median, print_table  # noqa: E402
 
 import mojo_compile  # noqa: E402
 
-H200_BF16_TFLOPS = 705.0  # bf16 GEMM 8192^3 on the lent H200 (shared/reference/performance-anchors.md)
+H200_BF16_TFLOPS = 705.0  # bf16 GEMM 8192^3 on the lent H200 (docs/performance-anchors.md)
 ORDER = ("eager", "inductor", "mojo", "mojo-model", "liger")  # the run order: Liger last (it patches HF globally)
 
 MODELS = {

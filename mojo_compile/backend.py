@@ -27,7 +27,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import debug, logs, lowering, patterns, pieces, report
 from .canonicalize import canonicalize
-from .patterns.attention import analyse_masks
+from .patterns.mask_analysis import analyse_masks
 from .options import OptionError, Options
 
 log = logging.getLogger("mojo_compile")

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import mojo_compile
 from mojo_compile import lowering
 from conftest import DEVICE, KERNEL_TARGET_OK
-from mojo_compile.patterns.attention import MaskStructure, classify
+from mojo_compile.patterns.mask_analysis import MaskStructure, classify
 
 transformers = pytest.importorskip("transformers")
 mojo = torch.ops.mojo
@@ -38,10 +38,10 @@ EXPECTED = {
 def expected_kernel(family, attn):
     """What the ttx attention runs at these sites (bf16, 20 query rows): cuDNN on a GPU where the proven structure
     is plain causal, else our Triton flash kernel."""
-    from mojo_compile.lowering import triton as ttx
+    from mojo_compile.lowering import attention_choice as choice
 
     plain = not any("window" in m or "softcap" in m for m in EXPECTED[(family, attn)])
-    return "cuDNN (torch)" if DEVICE == "cuda" and plain and ttx._cudnn_attention_available() else "Triton flash"
+    return "cuDNN (torch)" if DEVICE == "cuda" and plain and choice.cudnn_available() else "Triton flash"
 
 
 def build(family, attn, dtype=torch.bfloat16):
@@ -353,7 +353,7 @@ def test_sdpa_kernels_compute_the_op(causal, caplog):
     as accurate as our Triton kernel's (2x + bf16 roundoff); GQA 4."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from mojo_compile.lowering import triton as ttx
+    from mojo_compile.lowering import attention_choice as choice
 
     torch.manual_seed(1)
     q = torch.randn(2, 8, 300, 128, device=DEVICE, dtype=torch.bfloat16)
@@ -368,19 +368,19 @@ def test_sdpa_kernels_compute_the_op(causal, caplog):
         scores = scores.masked_fill(torch.ones(300, 300, dtype=torch.bool, device=DEVICE).triu(1), float("-inf"))
     ref_lse = scores.logsumexp(-1)
     args = (q, k, v, None, None, scale, causal, 0, 0.0, None)
-    assert set(ttx.SDPA_KERNELS) <= set(ttx._candidates(q, ttx._sdpa_reason(*args) is None))
-    flash_grads = ttx.attn_kernels.attention_bwd(dout, q, k, v, *ttx._run_attention("flash", *args), scale,
+    assert set(choice.SDPA_KERNELS) <= set(choice.candidates(q, choice.sdpa_reason(*args) is None))
+    flash_grads = choice.attn_kernels.attention_bwd(dout, q, k, v, *choice.run_forward("flash", *args), scale,
                                                  causal)[:3]
     backends = {"sdpa_cudnn": SDPBackend.CUDNN_ATTENTION, "sdpa_flash": SDPBackend.FLASH_ATTENTION}
     lowering._LOGGED.clear()  # said once per process: a fallback must show here
-    for name in ttx.SDPA_KERNELS:
-        out, lse = ttx._run_attention(name, *args)
+    for name in choice.SDPA_KERNELS:
+        out, lse = choice.run_forward(name, *args)
         with sdpa_kernel(backends[name]):
             expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=True)
         assert out.is_contiguous() and torch.equal(out, expected), name
         assert lse.shape == (2, 8, 300) and lse.dtype == torch.float32
         assert (lse.double() - ref_lse).abs().max().item() <= 1e-3, name
-        grads = ttx._sdpa_bwd(name, dout, q, k, v, out, lse, scale, causal)
+        grads = choice.sdpa_backward(name, dout, q, k, v, out, lse, scale, causal)
         assert "refused" not in caplog.text, caplog.text
         for g, g_flash, g_ref in zip(grads, flash_grads, ref_grads):
             assert g.is_contiguous() and g.shape == g_ref.shape
@@ -394,16 +394,16 @@ def test_sdpa_kernels_fall_back_to_ours_when_torch_refuses(caplog):
     """Where torch's private SDPA ops refuse a call (here: CPU tensors, which they do not take), the ttx attention
     runs our Triton kernels instead, with the reason logged: the same (out, lse) and gradients as our kernels."""
     from mojo_compile.kernels import attention as kernels
-    from mojo_compile.lowering import triton as ttx
+    from mojo_compile.lowering import attention_choice as choice
 
     q = torch.randn(1, 4, 20, 16)
     k, v = (torch.randn(1, 2, 20, 16) for _ in range(2))
     dout = torch.randn_like(q)
     lowering._LOGGED.clear()  # said once per process: this test's refusals must show here
-    out, lse = ttx._sdpa_fwd("sdpa_cudnn", q, k, v, 0.25, True)
+    out, lse = choice.sdpa_forward("sdpa_cudnn", q, k, v, 0.25, True)
     ref_out, ref_lse = kernels.attention_fwd(q, k, v, 0.25, causal=True)
     assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse)
-    grads = ttx._sdpa_bwd("sdpa_flash", dout, q, k, v, out, lse, 0.25, True)
+    grads = choice.sdpa_backward("sdpa_flash", dout, q, k, v, out, lse, 0.25, True)
     for g, ref in zip(grads, kernels.attention_bwd(dout, q, k, v, out, lse, 0.25, causal=True)[:3]):
         assert torch.equal(g, ref)
     assert "sdpa_cudnn forward refused" in caplog.text and "sdpa_flash backward refused" in caplog.text

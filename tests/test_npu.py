@@ -1,5 +1,5 @@
 """The torch_npu target without an NPU. torch_npu is stood in for by a module whose ops implement their documented
-semantics (../shared/reference/seed-contracts.md) in fp64, written here independently of our reference. For
+semantics (docs/seed-contracts.md) in fp64, written here independently of our reference. For
 npu_fused_infer_attention_score that is BNSD, GQA by num_key_value_heads, atten_mask True = masked OUT, sparse mode 3
 = bottom-right causal from the compressed 2048 x 2048 mask, the row log-sum-exp, and NaN on a row with no key (the
 worst a kernel could return there); for npu_rms_norm, npu_swiglu and npu_rotary_mul their formulas, one rounding, and

@@ -77,24 +77,24 @@ def test_attention_backward_tuned_on_its_own(tune, monkeypatch):
     """Where torch's kernels apply, MOJO_TUNE times the backwards themselves and keeps the fastest under its own
     key, whatever the forward chose; the gradients are right with that mix. (On a CPU torch's kernels are made
     to apply here, and their backward is stood in for by ours, recording that it was called.)"""
-    from mojo_compile.lowering import triton as ttx
+    from mojo_compile.lowering import attention_choice as choice
 
-    monkeypatch.setattr(ttx, "_sdpa_reason", lambda *args: None)
-    monkeypatch.setattr(ttx, "_cudnn_attention_available", lambda: False)  # heuristic: our kernels
+    monkeypatch.setattr(choice, "sdpa_reason", lambda *args: None)
+    monkeypatch.setattr(choice, "cudnn_available", lambda: False)  # heuristic: our kernels
     ran = []
 
     def sdpa_bwd(kernel, grad_out, q, k, v, out, lse, scale, causal):
         ran.append(kernel)
-        return ttx.attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
+        return choice.attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
 
-    monkeypatch.setattr(ttx, "_sdpa_bwd", sdpa_bwd)
+    monkeypatch.setattr(choice, "sdpa_backward", sdpa_bwd)
     forward_ms = {"flash": 1.0, "split_kv": 4.0, "sdpa_cudnn": 2.0, "sdpa_flash": 3.0}
     backward_ms = {"flash": 3.0, "sdpa_cudnn": 2.0, "sdpa_flash": 1.0}
 
-    def timer(fn, device_type):  # the candidates are partials: (_run_attention, name, ...) or a backward
-        if fn.func is ttx._run_attention:
+    def timer(fn, device_type):  # the candidates are partials: (run_forward, name, ...) or a backward
+        if fn.func is choice.run_forward:
             return forward_ms[fn.args[0]]
-        return backward_ms["flash" if fn.func is ttx.attn_kernels.attention_bwd else fn.args[0]]
+        return backward_ms["flash" if fn.func is choice.attn_kernels.attention_bwd else fn.args[0]]
 
     monkeypatch.setattr(tuner, "_default_timer", timer)
     q = torch.randn(1, 4, 24, 16, device=DEVICE, requires_grad=True)

@@ -29,7 +29,6 @@ import torch
 import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
-from triton.language.extra import libdevice
 
 from .common import ACT_CODES, expf, interpreting, round_to, tanhf, wrap_triton, writes
 

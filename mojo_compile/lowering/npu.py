@@ -1,4 +1,4 @@
-"""Target `torch_npu`: Ascend's fused ops (../shared/reference/seed-contracts.md). The table loads only where
+"""Target `torch_npu`: Ascend's fused ops (docs/seed-contracts.md). The table loads only where
 torch_npu imports; asking for this target elsewhere is a clear error (backend.resolve_target).
 
 npu_rms_norm / npu_add_rms_norm compute in fp32 and round once at the end ("output" numerics). The Llama spelling

@@ -10,7 +10,7 @@
     p = softmax over the allowed keys and, per head, one sink logit (gpt-oss) that takes probability but no value
     out = p @ v (q's dtype); lse = log-sum-exp of the row (fp32), what the backward needs
 
-A row with no allowed key and no sink gives out = 0, lse = -inf. The mask analysis (patterns/attention.py) gives
+A row with no allowed key and no sink gives out = 0, lse = -inf. The mask analysis (patterns/mask_analysis.py) gives
 the kernel the structure (causal, window) instead of an S x S tensor wherever it proves the graph's mask is exactly
 that; otherwise the tensor is passed.
 """

@@ -1,4 +1,4 @@
-"""Gated MLP activations -> `mojo::gated_act` / `mojo::gated_act_fused` (../shared/reference/hf-spellings.md, M1-M2).
+"""Gated MLP activations -> `mojo::gated_act` / `mojo::gated_act_fused` (docs/hf-spellings.md, M1-M2).
 
     M1  down(act(gate(x)) * up(x))                 Llama, Qwen, Mistral, Gemma (gelu tanh), ... either operand order
     M2  gate, up = gate_up(x).chunk(2, -1)         Phi3, GLM: up * act(gate); moonshine: hidden, gate = chunk -> the

@@ -8,7 +8,7 @@ does to position ids that are an arange: every difference is 1, so every sequenc
 bool tensor (the user's attention_mask) is an uninterpreted function of its indices, `arg2_1(X0, X1)`: the formula
 can then say "causal and attention_mask[b, j] != 0" without knowing the data. Anything else -- a float runtime
 tensor, an op not listed -- gives up (None). The result is the mask's value at [b, h, i, j] as a formula: exact for
-every size and every value of the runtime tensors. Used by patterns/attention.py.
+every size and every value of the runtime tensors. Used by patterns/mask_analysis.py.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """RMSNorm spellings -> `mojo::rms_norm` (and, with a residual add in front, `mojo::add_rms_norm`).
 
-Each spelling below is the Python a model family writes (../shared/reference/hf-spellings.md, groups N1-N5),
+Each spelling below is the Python a model family writes (docs/hf-spellings.md, groups N1-N5),
 with the numerics the Mojo op must reproduce: where the cast back to the input dtype happens ("normed" before the
 weight multiply, "output" at the end, "rstd" on the inverse root) and the weight offset (Gemma's 1 + w). Each is
 registered for both ways of writing the inverse root and for bf16 / fp32 / bf16-with-fp32-weight inputs (the

@@ -1,5 +1,5 @@
 """RoPE spellings -> `mojo::rope` (q and k in one op), and qk-norm + RoPE -> `mojo::qk_norm_rope`
-(../shared/reference/hf-spellings.md, section 4.2 and Q).
+(docs/hf-spellings.md, section 4.2 and Q).
 
 HF's `apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)` unsqueezes cos/sin once for q and k; each pattern is
 that whole function, so one op rotates both:

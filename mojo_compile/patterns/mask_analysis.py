@@ -1,0 +1,221 @@
+"""The mask analysis pass: after the attention rewrite, each `mojo::attention` op's mask subgraph is examined, and
+where it is proven to be causal (bottom-right aligned), causal with a sliding window, or -- for a bool mask -- also
+`attention_mask[b, j] != 0` (key padding), the op gets that structure instead of the tensor.
+
+A mask that depends on no runtime input (what HF builds for a prefill from aranges, position ids derived from
+them, the packed-sequence check, the sliding-window overlay) is a function of the sizes alone. Static sizes: it is
+a constant of the compiled graph, evaluated once and classified (`classify`). Symbolic sizes, or the user's
+attention_mask among its inputs: it is evaluated as a formula of its indices (mask_algebra.py, the attention_mask
+an uninterpreted function of its own) and the formula compared. Anything else (an additive padding mask, whose
+fully padded rows eager makes uniform; a StaticCache decode mask built from cache_position) keeps the tensor.
+Proven, never assumed.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ..canonicalize import _touched_by_mutation
+from ..tuner import real_tensors
+from . import mask_algebra
+
+log = logging.getLogger("mojo_compile")
+aten = torch.ops.aten
+mojo = torch.ops.mojo
+
+
+@dataclass
+class MaskStructure:
+    causal: bool
+    window: int = 0
+    keys: Optional[Node] = None  # a runtime [B, Skv] tensor: key j of batch b is allowed iff keys[b, j] != 0
+
+    def describe(self) -> str:
+        kind = ("causal" if self.causal else "") + (f", window {self.window}" if self.window else "")
+        if self.keys is not None:
+            kind = f"{kind} + key padding" if kind else "key padding"
+        return kind or "none"
+
+
+def _ancestors(node: Node) -> Optional[list[Node]]:
+    """The nodes the mask is computed from, in graph order; None if any is a runtime input or has symbolic sizes."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op == "placeholder":
+            return None  # depends on a runtime input (attention_mask, cache_position, a symbolic size)
+        val = n.meta.get("val")
+        for t in (val if isinstance(val, (tuple, list)) else [val]):
+            if isinstance(t, torch.Tensor) and any(not isinstance(s, int) for s in t.shape):
+                return None
+        if n.op == "call_function" and _mutates(n) and n.target is not aten.detach_.default:
+            return None  # (detach_ changes autograd metadata only: HF 5.17 detaches a lifted `torch.tensor(0.0)`)
+        stack.extend(n.all_input_nodes)
+    order = {n: i for i, n in enumerate(node.graph.nodes)}
+    return sorted(seen, key=order.__getitem__)
+
+
+def _mutates(node: Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def evaluate_constant(gm: GraphModule, node: Node) -> Optional[torch.Tensor]:
+    """The value of `node` when it depends on no runtime input: its subgraph copied and run once."""
+    nodes = _ancestors(node)
+    if nodes is None or any(_touched_by_mutation(n) for n in nodes):
+        return None  # (a tensor written in place later, `m[:, 0] = True`, has another value where it is read)
+    graph = torch.fx.Graph()
+    env: dict = {}
+    for n in nodes:
+        env[n] = graph.node_copy(n, lambda x: env[x])
+    graph.output(env[node])
+    try:
+        with real_tensors():  # whatever mode the compiler is in, this runs for real (small: index arithmetic)
+            return GraphModule(gm, graph)()
+    except Exception as e:  # a subgraph we cannot run at compile time stays a tensor
+        log.debug("mojo attention: mask subgraph not evaluable: %s", e)
+        return None
+
+
+def classify(mask: torch.Tensor, sq: int, skv: int) -> Optional[MaskStructure]:
+    """The structure `mask` is exactly, for every batch and head: causal (bottom-right), causal + sliding window,
+    or no mask at all; None if it is anything else (or a row is fully masked, which the structure cannot express)."""
+    if mask.dtype != torch.bool:
+        values = mask.float().unique()
+        if values.numel() > 2 or (values != 0).logical_and(values > -1e30).any():
+            return None  # an additive mask that is not 0 / a huge negative (finfo.min, -inf)
+        mask = mask == 0
+    if mask.dim() > 4 or mask.shape[-2:] not in ((sq, skv), (1, skv), (sq, 1), (1, 1)):
+        return None
+    full = mask.expand(*mask.shape[:-2], sq, skv).reshape(-1, sq, skv)
+    m = full[0]
+    if not bool((full == m).all()):
+        return None  # differs between batches or heads (padding): keep the tensor
+    if bool(m.all()):
+        return MaskStructure(causal=False)
+    rows = torch.arange(skv - sq, skv, device=m.device)[:, None]
+    cols = torch.arange(skv, device=m.device)[None, :]
+    causal = cols <= rows
+    if not bool(m.any(-1).all()):
+        return None
+    if torch.equal(m, causal):
+        return MaskStructure(causal=True)
+    window = int(m[-1].sum())  # the last row's allowed keys: the window
+    if window > 0 and torch.equal(m, causal & (cols > rows - window)):
+        return MaskStructure(causal=True, window=window)
+    return None
+
+
+def _arguments(node: Node) -> dict:
+    """The op node's arguments by schema name, defaults filled in."""
+    schema = node.target._schema
+    values = {}
+    for i, arg in enumerate(schema.arguments):
+        if i < len(node.args):
+            values[arg.name] = node.args[i]
+        else:
+            values[arg.name] = node.kwargs.get(arg.name, arg.default_value)
+    return values
+
+
+def _boolean_part(gm: GraphModule, mask: Node) -> Optional[Node]:
+    """The bool tensor an additive mask is made of: `where(allowed, 0, finfo.min or -inf)` -> allowed (the 0 a
+    literal, a zeros tensor, or a constant 0-d tensor such as `torch.tensor(0.0)`)."""
+    if mask.meta.get("val") is not None and mask.meta["val"].dtype == torch.bool:
+        return mask
+    if mask.target is aten.where.ScalarOther and len(mask.args) == 3:
+        cond, zero, other = mask.args
+        if isinstance(zero, Node) and zero.target not in (aten.zeros.default, aten.zeros_like.default):
+            value = evaluate_constant(gm, zero)
+            zero = 0 if value is not None and value.dim() == 0 and value.item() == 0 else zero
+        zero_ok = zero == 0 or (isinstance(zero, Node) and zero.target in (aten.zeros.default, aten.zeros_like.default))
+        if zero_ok and isinstance(other, (int, float)) and other <= -1e30:
+            return cond
+    return None
+
+
+def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
+    """Static sizes and no runtime input: run the subgraph once and compare. Otherwise (symbolic sizes, or the
+    user's attention_mask among the inputs): evaluate it as a formula of the indices (mask_algebra) and compare the
+    formulas."""
+    if isinstance(sq, int) and isinstance(skv, int):
+        value = evaluate_constant(gm, mask)
+        if value is not None:
+            return classify(value, sq, skv)
+    allowed = _boolean_part(gm, mask)
+    formula = mask_algebra.evaluate(allowed) if allowed is not None else None
+    found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
+    if found is None:
+        return None
+    causal, window, keys = found
+    if keys is None:
+        return MaskStructure(causal, window)
+    if allowed is not mask:
+        return None  # additive: eager gives a fully padded row 1/n per key, a structure gives it nothing
+    return MaskStructure(causal, window, next(n for n in gm.graph.nodes if n.name == keys))
+
+
+def _key_padding_mask(gm: GraphModule, keys: Node, q: Node, k: Node, before: Node) -> Node:
+    """`keys[:B, :Skv] != 0` as a [B, 1, 1, Skv] bool tensor, the key-padding form the kernels read one row of per
+    key tile. The slices are there only where the graph does not say keys is [B, Skv]: the mask read keys[b, j]
+    for b < B, j < Skv, and nothing more is known of its size."""
+    graph, value = gm.graph, keys.meta["val"]
+    node = keys
+    with graph.inserting_before(before):
+        for dim, (source, source_dim) in enumerate(((q, 0), (k, 2))):
+            size = source.meta["val"].shape[source_dim]
+            if mask_algebra.same_size(value.shape[dim], size):
+                continue
+            length = size
+            if not isinstance(size, int):
+                length = graph.call_function(aten.sym_size.int, (source, source_dim))
+                length.meta["val"] = size
+            node = graph.call_function(aten.slice.Tensor, (node, dim, 0, length))
+            value = value.narrow(dim, 0, size)
+            node.meta["val"] = value
+        node = graph.call_function(aten.ne.Scalar, (node, 0))
+        for dim in (1, 2):
+            node = graph.call_function(aten.unsqueeze.default, (node, dim))
+    node.meta["val"] = value.ne(0)[:, None, None, :]
+    return node
+
+
+def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
+    """Give each mojo.attention node whose mask is proven causal / sliding-window (+ key padding) that structure
+    instead of the tensor. Returns node -> structure, for the report."""
+    proven, cache, padding = {}, {}, {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not mojo.attention.default:
+            continue
+        args = _arguments(node)
+        mask, q, k = args["mask"], args["q"].meta.get("val"), args["k"].meta.get("val")
+        if not isinstance(mask, Node) or args["q_pos"] is not None or args["causal"] or args["window"] \
+                or q is None or k is None:
+            continue
+        key = (mask, str(q.shape[2]), str(k.shape[2]))
+        if key not in cache:
+            cache[key] = _prove(gm, mask, q.shape[2], k.shape[2])
+        structure = cache[key]
+        if structure is None:
+            continue
+        mask_arg = None
+        if structure.keys is not None:
+            if key not in padding:
+                padding[key] = _key_padding_mask(gm, structure.keys, args["q"], args["k"], node)
+            mask_arg = padding[key]
+        args.update(mask=mask_arg, causal=structure.causal, window=structure.window)
+        target = args.pop("target")
+        node.args = tuple(args.values())
+        node.kwargs = {"target": target}
+        proven[node] = structure
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return proven
