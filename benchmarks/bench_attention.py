@@ -71,7 +71,7 @@ def prefill(rows):
     q, k, v, scale, flops = prefill_inputs()
 
     def op(q, k, v):
-        return mojo.attention(q, k, v, None, None, scale, True, 0, 0.0, None, "ttx")[0]
+        return mojo.attention(q, k, v, mask=None, q_pos=None, scale=scale, causal=True, target="ttx")[0]
 
     impls = {"mojo ttx (default)": op, "mojo triton flash": op}  # the second under MOJO_DETERMINISTIC: our kernels
     for name in ("cudnn", "flash", "efficient"):
@@ -131,7 +131,8 @@ def decode(rows):
     pos = torch.tensor([ctx - 1], device="cuda")
     kv_bytes = 2 * batch * HKV * ctx * D * 2
     impls = {
-        "mojo ttx (split-KV)": lambda: mojo.attention(q, k, v, None, pos, D ** -0.5, True, 0, 0.0, None, "ttx")[0],
+        "mojo ttx (split-KV)": lambda: mojo.attention(q, k, v, mask=None, q_pos=pos, scale=D ** -0.5, causal=True,
+                                                      target="ttx")[0],
         "sdpa enable_gqa": lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
         "sdpa + repeat_kv": lambda: F.scaled_dot_product_attention(q, repeat_kv(k, HQ // HKV), repeat_kv(v, HQ // HKV)),
     }
@@ -153,10 +154,10 @@ def padded_prefill(rows):
     causal = torch.ones(S, S, dtype=torch.bool, device="cuda").tril()
     full = causal[None, None] & keys[:, None, None, :]  # what HF builds: [B, 1, S, S]
     impls = {
-        "mojo: causal + key padding": lambda q, k, v: mojo.attention(q, k, v, keys[:, None, None, :], None, scale,
-                                                                     True, 0, 0.0, None, "ttx")[0],
-        "mojo: S x S bool tensor": lambda q, k, v: mojo.attention(q, k, v, full, None, scale, False, 0, 0.0, None,
-                                                                  "ttx")[0],
+        "mojo: causal + key padding": lambda q, k, v: mojo.attention(
+            q, k, v, mask=keys[:, None, None, :], q_pos=None, scale=scale, causal=True, target="ttx")[0],
+        "mojo: S x S bool tensor": lambda q, k, v: mojo.attention(
+            q, k, v, mask=full, q_pos=None, scale=scale, causal=False, target="ttx")[0],
         "sdpa: S x S tensor, repeat_kv": lambda q, k, v: F.scaled_dot_product_attention(
             q, repeat_kv(k, HQ // HKV), repeat_kv(v, HQ // HKV), attn_mask=full, scale=scale),
     }

@@ -8,13 +8,13 @@ beside the accumulated `.grad`s: for a model whose gradients are several GiB, th
 its own autograd node: its backward returns only its parameters' gradients, autograd accumulates them into `.grad`
 and frees them, and only then does the next piece's backward run.
 
-How: the rewritten ATen graph's nodes are dealt out in order to pieces of about `backward_piece_mb` MiB of
-gradients each (an input that requires grad is counted at its first use), cut only where no autocast or grad-mode
-region is open, and where the fewest bytes of values cross from one piece to the next (a value crossing a cut may
-be saved for the backward by both pieces). `torch.fx.passes.split_module` makes the pieces; each is compiled by the inner compiler on example
-inputs made by running the pieces before it on fake tensors, as Dynamo's DDPOptimizer compiles the buckets it
-splits a graph into. A graph with less than two pieces' worth of gradients, or compiled without grad, or for CUDA
-graphs (one graph per step is their point) stays whole.
+How: the rewritten ATen graph's nodes are dealt out in order to pieces of about `backward_piece_mb` MiB of gradients
+each (an input that requires grad is counted at its first use), cut only where no autocast or grad-mode region is
+open, and where the fewest bytes of values cross from one piece to the next (a value crossing a cut may be saved for
+the backward by both pieces). `torch.fx.passes.split_module` makes the pieces; each is compiled by the inner
+compiler on example inputs made by running the pieces before it on fake tensors, as Dynamo's DDPOptimizer compiles
+the buckets it splits a graph into. A graph with less than two pieces' worth of gradients, or compiled without grad,
+or for CUDA graphs (one graph per step is their point) stays whole.
 
 What it costs: a piece boundary is a fusion boundary for the inner compiler (in a transformer the cuts fall on
 the residual stream, between a layer's attention and its MLP or between layers: little fuses across there), and
@@ -101,7 +101,8 @@ def _crossing_bytes(gm: GraphModule, order: dict[Node, int]) -> list[int]:
     (views share their base's). A cut before node i hands these from one piece to the next, and the next piece
     saves those its backward needs a second time, beside what the first piece saved to make them: a cut between
     a SwiGLU's gate and its down projection keeps a [tokens, intermediate] tensor alive that the activation's
-    recompute would not. Graph inputs and what the graph returns are alive wherever the cuts are: not counted."""
+    recompute would not. Graph inputs are alive wherever the cuts are: not counted; nor is the output node's read of
+    a returned value (a returned value read again later in the graph does count, up to that read)."""
     inputs = {_storage(p.meta.get("val")) for p in gm.graph.find_nodes(op="placeholder")}
     spans: dict = {}  # storage -> [made at, last read at, bytes]
     for node in gm.graph.nodes:

@@ -249,9 +249,9 @@ def test_opcheck(target):
 def test_bad_arguments_are_clear_errors():
     q, k = torch.randn(1, 3, 4, 8), torch.randn(1, 2, 4, 8)
     with pytest.raises(ValueError, match="grouped-query"):
-        mojo.attention(q, k, k, None, None, 0.5, True, 0, 0.0, None, "torch")
+        mojo.attention(q, k, k, mask=None, q_pos=None, scale=0.5, causal=True, target="torch")
     with pytest.raises(ValueError, match=r"must be \[B, H, S, D\]"):
-        mojo.attention(q[0], k[0], k[0], None, None, 0.5, True, 0, 0.0, None, "torch")
+        mojo.attention(q[0], k[0], k[0], mask=None, q_pos=None, scale=0.5, causal=True, target="torch")
 
 
 @pytest.mark.parametrize("inner", ["eager"] + (["inductor"] if DEVICE == "cuda" else []))
@@ -341,7 +341,8 @@ def test_a_look_ahead_mask_is_not_proven_causal():
 def test_a_mask_that_does_not_broadcast_is_an_error():
     q, k = torch.randn(1, 2, 4, 8), torch.randn(1, 2, 6, 8)
     with pytest.raises(ValueError, match="does not broadcast"):
-        mojo.attention(q, k, k, torch.ones(1, 1, 4, 5, dtype=torch.bool), None, 0.5, False, 0, 0.0, None, "torch")
+        mojo.attention(q, k, k, mask=torch.ones(1, 1, 4, 5, dtype=torch.bool), q_pos=None, scale=0.5, causal=False,
+                       target="torch")
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="torch's fused SDPA kernels run on CUDA")

@@ -65,8 +65,8 @@ def test_bucket():
 def test_attention_tuned_end_to_end(tune):
     q = torch.randn(1, 4, 3, 16, device=DEVICE)
     k, v = (torch.randn(1, 2, 9, 16, device=DEVICE) for _ in range(2))
-    out, _ = torch.ops.mojo.attention(q, k, v, None, None, 0.25, True, 0, 0.0, None, "ttx")
-    ref, _ = torch.ops.mojo.attention(q, k, v, None, None, 0.25, True, 0, 0.0, None, "torch")
+    out, _ = torch.ops.mojo.attention(q, k, v, mask=None, q_pos=None, scale=0.25, causal=True, target="ttx")
+    ref, _ = torch.ops.mojo.attention(q, k, v, mask=None, q_pos=None, scale=0.25, causal=True, target="torch")
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-5)
     (entry,) = json.loads(tune.read_text()).values()
     assert entry["choice"] in ("flash", "split_kv") and set(entry["ms"]) == {"flash", "split_kv"}
@@ -85,7 +85,7 @@ def test_attention_backward_tuned_on_its_own(tune, monkeypatch):
 
     def sdpa_bwd(kernel, grad_out, q, k, v, out, lse, scale, causal):
         ran.append(kernel)
-        return choice.attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
+        return choice.attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal=causal)[:3]
 
     monkeypatch.setattr(choice, "sdpa_backward", sdpa_bwd)
     forward_ms = {"flash": 1.0, "split_kv": 4.0, "sdpa_cudnn": 2.0, "sdpa_flash": 3.0}
@@ -99,7 +99,7 @@ def test_attention_backward_tuned_on_its_own(tune, monkeypatch):
     monkeypatch.setattr(tuner, "_default_timer", timer)
     q = torch.randn(1, 4, 24, 16, device=DEVICE, requires_grad=True)
     k, v = (torch.randn(1, 2, 24, 16, device=DEVICE, requires_grad=True) for _ in range(2))
-    out, _ = torch.ops.mojo.attention(q, k, v, None, None, 0.25, True, 0, 0.0, None, "ttx")
+    out, _ = torch.ops.mojo.attention(q, k, v, mask=None, q_pos=None, scale=0.25, causal=True, target="ttx")
     grads = torch.autograd.grad(out, (q, k, v), torch.ones_like(out))
     entries = {key.split("|")[-2]: entry for key, entry in json.loads(tune.read_text()).items()}
     assert entries["attention"]["choice"] == "flash" and entries["attention_backward"]["choice"] == "sdpa_flash"

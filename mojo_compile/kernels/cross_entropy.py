@@ -8,10 +8,10 @@ lse [N] and the per-row loss [N] (fp32), and where label smoothing asks for it, 
 -inf where a logit is); the reduction over rows (sum, / count) and the smoothing's mix are torch's, after the
 kernel: deterministic, and no atomics.
 
-Backward: programs over (row, column block), dlogits = exp(x - lse) * a[row] - (col == label) * b[row]
-(- c[row] with label smoothing: its uniform part), rounded once to the logits' dtype. a and b (fp32 [N]) carry the reduction, the ignored rows (0) and rows with a label out of
-range (NaN); torch computes them from grad_loss and the labels (lowering/reference.py: cross_entropy_row_grads).
-Nothing of size [N, V] is written but dlogits itself.
+Backward: programs over (row, column block), dlogits = exp(x - lse) * a[row] - (col == label) * b[row] (- c[row]
+with label smoothing: its uniform part), rounded once to the logits' dtype. a and b (fp32 [N]) carry the reduction,
+the ignored rows (0) and rows with a label out of range (NaN); torch computes them from grad_loss and the labels
+(lowering/reference.py: cross_entropy_row_grads). Nothing of size [N, V] is written but dlogits itself.
 
 Every load is cast to fp32 at once (also what keeps the kernels right under TRITON_INTERPRET=1); exp and log are
 libdevice's on the GPU (expf / logf, as torch's kernels), numpy's in the interpreter. Row offsets are int64: N * V

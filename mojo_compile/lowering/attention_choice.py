@@ -52,7 +52,7 @@ def sdpa_forward(kernel, q, k, v, scale, causal):
     except (RuntimeError, TypeError) as e:
         log_once(f"mojo attention: torch's {kernel} forward refused the call ({type(e).__name__}: {e}); "
                   "the Triton kernel computes it")
-        return attn_kernels.attention_fwd(q, k, v, scale, causal)
+        return attn_kernels.attention_fwd(q, k, v, scale, causal=causal)
     return out.contiguous(), lse.reshape(q.shape[:3]).float()  # the op's layout: contiguous out, [B, Hq, Sq] lse
 
 
@@ -77,16 +77,18 @@ def sdpa_backward(kernel, grad_out, q, k, v, out, lse, scale, causal):
     except (RuntimeError, TypeError) as e:
         log_once(f"mojo attention: torch's {kernel} backward refused the call ({type(e).__name__}: {e}); "
                   "the Triton backward computes it")
-        return attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal)[:3]
+        return attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal=causal)[:3]
     return [g.contiguous() for g in grads[:3]]  # the fake impl's layout
 
 
 def run_forward(kernel, q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     """The forward of the named kernel: (out, lse)."""
     if kernel == "flash":
-        return attn_kernels.attention_fwd(q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
+        return attn_kernels.attention_fwd(q, k, v, scale, causal=causal, window=window, softcap=softcap, q_pos=q_pos,
+                                          mask=mask, sinks=sinks)
     if kernel == "split_kv":
-        return attn_decode_kernels.attention_decode(q, k, v, scale, causal, window, softcap, q_pos, mask, sinks)
+        return attn_decode_kernels.attention_decode(q, k, v, scale, causal=causal, window=window, softcap=softcap,
+                                                    q_pos=q_pos, mask=mask, sinks=sinks)
     return sdpa_forward(kernel, q, k, v, scale, causal)
 
 
@@ -140,7 +142,7 @@ def backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
         key = tuner.bucket(*q.shape, k.shape[1], k.shape[2], q.dtype, causal)
         with tuner.real_tensors():
             fresh_q, fresh_k, fresh_v = (tuner.like(t) for t in (q, k, v))
-            out, lse = attn_kernels.attention_fwd(fresh_q, fresh_k, fresh_v, scale, causal)
+            out, lse = attn_kernels.attention_fwd(fresh_q, fresh_k, fresh_v, scale, causal=causal)
             args = (tuner.like(out), fresh_q, fresh_k, fresh_v, out, lse, scale, causal)
             timed = {"flash": functools.partial(attn_kernels.attention_bwd, *args)}
             timed.update({name: functools.partial(sdpa_backward, name, *args) for name in SDPA_KERNELS})

@@ -192,8 +192,8 @@ def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, 
     if choice in attn_choice.SDPA_KERNELS:
         dq, dk, dv = attn_choice.sdpa_backward(choice, grad_out, q, k, v, out, lse, scale, causal)
         return dq, dk, dv, q.new_empty((0,))
-    dq, dk, dv, dsinks = attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal, window, softcap,
-                                                    q_pos, mask, sinks)
+    dq, dk, dv, dsinks = attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal=causal, window=window,
+                                                    softcap=softcap, q_pos=q_pos, mask=mask, sinks=sinks)
     return dq, dk, dv, (dsinks if dsinks is not None else q.new_empty((0,)))
 
 

@@ -11,8 +11,8 @@
 Every spelling reads k and v before repeat_kv: the op reads each kv head once for its group of q heads.
 
 The mask is an input of the pattern. After the rewrite, the mask analysis pass (mask_analysis.py) proves what each
-op's mask is -- causal, a sliding window, key padding -- or keeps the tensor. Not covered here: Falcon's handwritten eager path (A5),
-other sink spellings (flint, granite_swa).
+op's mask is -- causal, a sliding window, key padding -- or keeps the tensor. Not covered here: Falcon's handwritten
+eager path (A5), other sink spellings (flint, granite_swa).
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def _sdpa_pattern(kv_form, has_mask, is_causal, has_scale):
 
     def replace(q, k, v, mask, scale):
         s = scale if has_scale and scale is not None else 1.0 / math.sqrt(q.shape[-1])  # SDPA's default
-        return mojo.attention(q, k, v, mask if has_mask else None, None, s, is_causal)[0]
+        return mojo.attention(q, k, v, mask=mask if has_mask else None, q_pos=None, scale=s, causal=is_causal)[0]
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), *(["scale"] if has_scale else [])]
     return with_signature(search, params), with_signature(replace, params)
@@ -131,8 +131,8 @@ def _eager_pattern(kv_form, has_mask, softcap, cast):
         return torch.matmul(w, vs)
 
     def replace(q, k, v, mask, scale, softcap_value):
-        out, lse = mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0,
-                                  softcap_value if softcap else 0.0)
+        out, lse = mojo.attention(q, k, v, mask=mask if has_mask else None, q_pos=None, scale=scale, causal=False,
+                                  softcap=softcap_value if softcap else 0.0)
         return _nan_where_empty(out, lse) if has_mask else out
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), "scale", *(["softcap_value"] if softcap else [])]
@@ -160,7 +160,8 @@ def _sinks_pattern(kv_form, has_mask):
         return torch.matmul(probs[..., :-1], vs)
 
     def replace(q, k, v, mask, sinks, scale):
-        return mojo.attention(q, k, v, mask if has_mask else None, None, scale, False, 0, 0.0, sinks)[0]
+        return mojo.attention(q, k, v, mask=mask if has_mask else None, q_pos=None, scale=scale, causal=False,
+                              sinks=sinks)[0]
 
     params = ["q", "k", "v", *(["mask"] if has_mask else []), "sinks", "scale"]
     return with_signature(search, params), with_signature(replace, params)

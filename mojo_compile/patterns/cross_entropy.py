@@ -18,10 +18,11 @@ than missed silently.
 The replacement hands the op the logits before the cast: the fp32 [N, V] copy, its log-softmax and the fp32 gradient
 are gone; dlogits comes back in the logits' dtype.
 
-Refused (left to eager): a class weight, a label_smoothing that is not a literal in [0, 1], logits that are not [N, V] where the loss reads them
-(cross_entropy of [B, C, d...] puts the classes at dim 1), logits other than bf16 / fp16 / fp32 (an fp64 tensor cast
-down), a float target (probabilities), an integer target that is not int64 [N], a symbolic ignore_index. bf16 logits
-without the cast (`F.cross_entropy(x_bf16, t)`: eager computes and returns the loss in bf16) do not match at all.
+Refused (left to eager): a class weight, a label_smoothing that is not a literal in [0, 1], logits that are not [N,
+V] where the loss reads them (cross_entropy of [B, C, d...] puts the classes at dim 1), logits other than bf16 /
+fp16 / fp32 (an fp64 tensor cast down), a float target (probabilities), an integer target that is not int64 [N], a
+symbolic ignore_index. bf16 logits without the cast (`F.cross_entropy(x_bf16, t)`: eager computes and returns the
+loss in bf16) do not match at all.
 """
 from __future__ import annotations
 
@@ -87,9 +88,9 @@ def label_smoothing_reason(label_smoothing):
 
 
 def _check(match, flatten: bool = False) -> bool:
-    """The op computes what the matched loss does only without a class weight, for [N, V] logits of a float dtype
-    it takes, int64 labels [N], a literal ignore_index and a literal label_smoothing in [0, 1]. The arguments are read from the matched node
-    itself (a torch may leave re-matched scalar literals out of match.kwargs)."""
+    """The op computes what the matched loss does only without a class weight, for [N, V] logits of a float dtype it
+    takes, int64 labels [N], a literal ignore_index and a literal label_smoothing in [0, 1]. The arguments are read
+    from the matched node itself (a torch may leave re-matched scalar literals out of match.kwargs)."""
     node = _loss_node(match)
     if node is None or len(node.args) != 6:
         return refuse("no cross_entropy_loss node with its arguments written out")

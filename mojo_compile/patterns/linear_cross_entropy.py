@@ -21,12 +21,12 @@ applies. It applies only where the logits -- the linear's output and its cast --
 matcher rejects a match whose intermediate node is read outside it (a model that also returns the logits), and the
 check below says so too. There the materialised form (mojo::cross_entropy) takes the loss alone.
 
-Refused with a reason (left to the materialised form, which refuses the loss's own reasons again): a class weight,
-a label_smoothing that is not a literal in [0, 1], a symbolic ignore_index, labels not int64 [N], hidden not bf16 / fp16 / fp32, a weight of
-another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py (`_cast_reason`): the loss must
-read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the linear itself where it is, with the
-linear's inputs the very nodes the replacement takes. A linear with a bias (`F.linear(h, W, b)`) does not match
-(a third argument): the materialised form fuses the loss alone.
+Refused with a reason (left to the materialised form, which refuses the loss's own reasons again): a class weight, a
+label_smoothing that is not a literal in [0, 1], a symbolic ignore_index, labels not int64 [N], hidden not bf16 /
+fp16 / fp32, a weight of another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py
+(`_cast_reason`): the loss must read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the
+linear itself where it is, with the linear's inputs the very nodes the replacement takes. A linear with a bias
+(`F.linear(h, W, b)`) does not match (a third argument): the materialised form fuses the loss alone.
 """
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def _scaling_of(x, scaling: str):
     """(the node under `z * s` / `z / s`, s), or (None, why not)."""
     op = SCALINGS[scaling]
     if not (isinstance(x, Node) and x.target is op and len(x.args) == 2 and not x.kwargs):
-        return None, f"no final logit {scaling} (`{'*' if scaling == 'scale' else '/'} s`) between the head and the loss"
+        spelled = "* s" if scaling == "scale" else "/ s"
+        return None, f"no final logit {scaling} (`{spelled}`) between the head and the loss"
     s = x.args[1]
     if not (isinstance(s, (int, float)) and not isinstance(s, bool) and abs(s) < float("inf")) or \
             (scaling == "divisor" and s == 0):
