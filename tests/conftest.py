@@ -15,6 +15,13 @@ KERNEL_TARGET_OK = DEVICE == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
 # reference under Inductor ("torch+inductor", the default inner compiler; slow on the CPU, so a chosen subset).
 TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 WITH_INDUCTOR = TARGETS + ["torch+inductor"]
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}  # the kernels' dtypes, by test id
+
+
+def rel(out, ref) -> float:
+    """The normwise relative error of `out` against `ref`, in fp64 (0 where both are zero)."""
+    out, ref = out.detach().double().cpu(), ref.detach().double().cpu()
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
 def mojo_options(target: str) -> dict:

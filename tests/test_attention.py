@@ -9,12 +9,11 @@ import torch.nn.functional as F
 
 import mojo_compile
 from mojo_compile import lowering
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, TARGETS, rel
 from mojo_compile.patterns.mask_analysis import MaskStructure, classify
 
 transformers = pytest.importorskip("transformers")
 mojo = torch.ops.mojo
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 
 COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -48,10 +47,6 @@ def build(family, attn, dtype=torch.bfloat16):
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(CONFIGS[family](), attn_implementation=attn)
     return model.to(DEVICE, dtype).eval()
-
-
-def rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 def run(model, ids, backend, **kw):

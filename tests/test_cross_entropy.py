@@ -9,16 +9,10 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, TARGETS, rel
 
 mojo = torch.ops.mojo
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 FLOOR = {torch.float32: 1e-6, torch.bfloat16: 2e-3, torch.float16: 5e-4}  # one rounding of the output dtype
-
-
-def rel(a, b) -> float:
-    a, b = a.detach().double().cpu(), b.detach().double().cpu()
-    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
 def check_as_accurate(got, eager, exact, dtype, what):

@@ -5,10 +5,9 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, TARGETS
 
 mojo = torch.ops.mojo
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 ACTS = {"silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "gelu": F.gelu}
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, TARGETS, rel
 
 transformers = pytest.importorskip("transformers")
 
@@ -78,12 +78,7 @@ def compile_mojo(model, target, **kw):
                                                          "disable": ["attention"]}, **kw)
 
 
-def rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
-
-
 FAMILIES = ["llama", "qwen3", "gemma", "olmo2", "phi3", "mistral", "gpt_neox"]
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 
 
 @pytest.mark.parametrize("target", TARGETS)

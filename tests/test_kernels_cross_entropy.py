@@ -2,14 +2,13 @@
 TRITON_INTERPRET=1 (see conftest.py)."""
 import pytest
 import torch
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, DTYPES, KERNEL_TARGET_OK, rel
 from hopper import compile_for_hopper
 
 from mojo_compile.kernels.cross_entropy import cross_entropy_bwd, cross_entropy_fwd
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Normwise relative error allowed against fp64: lse and the per-row loss are fp32 results of fp32 arithmetic over
 # exact inputs (a few ulps of the row's sum); dlogits is rounded once to the logits' dtype.
 TOL_FP32 = 1e-6
@@ -17,10 +16,6 @@ TOL_GRAD = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11, torch.float32:
 # (N, V, config): one row of one class; V not a multiple of the block; several blocks per row with a ragged tail
 SHAPES = [(1, 1, None), (7, 1000, None), (5, 517, None), (6, 1000, (256, 4)), (3, 5000, (1024, 8)), (4, 517, (64, 2))]
 IDS = [f"{n}x{v}" + (f"-block{c[0]}" if c else "") for n, v, c in SHAPES]
-
-
-def rel(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm().clamp_min(1e-30)).item()
 
 
 def make(n, v, dtype, ignore_index=-100, ignored=(1,)):

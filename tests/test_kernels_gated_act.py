@@ -6,7 +6,7 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, DTYPES, KERNEL_TARGET_OK, rel
 from hopper import compile_for_hopper
 
 from mojo_compile.kernels import gated_act as gated_act_kernels
@@ -15,7 +15,6 @@ from mojo_compile.kernels.gated_act import gated_act_bwd, gated_act_fused_bwd, g
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
 ACTS = {"silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Normwise relative error allowed against fp64: two unit roundoffs (the rounding of act(gate) and that of the
 # product; in the backward, of dy * up and of the result), a few fp32 ulps for fp32.
 TOL = {torch.bfloat16: 2 * 2.0 ** -8, torch.float16: 2 * 2.0 ** -11, torch.float32: 4 * 2.0 ** -24}
@@ -51,10 +50,6 @@ def halves(gu, form):
 
 def is_pair(form):
     return form in ("separate", "pair")
-
-
-def rel(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def assert_eager_rounding(out, ref, pre32, delta, act):

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, DTYPES, KERNEL_TARGET_OK, rel
 from hopper import compile_for_hopper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
@@ -18,7 +18,6 @@ import gated_gemm as gg  # noqa: E402  (benchmarks/gated_gemm.py; after conftest
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
 ACTS = {"silu": F.silu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "gelu": F.gelu}
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 SHAPES = [(1, 64, 48), (7, 96, 80), (33, 96, 48)]  # (M, K, I)
 
 # Normwise relative error allowed against fp64. bf16/fp16: the output carries four roundings to the dtype (g, u,
@@ -39,10 +38,6 @@ def fp64(x, wg, wu, bg, bu, act):
     g = F.linear(x.double(), wg.double(), bg.double() if bg is not None else None)
     u = F.linear(x.double(), wu.double(), bu.double() if bu is not None else None)
     return ACTS[act](g) * u
-
-
-def rel(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def check(out, x, wg, wu, bg, bu, act):

@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 import torch
-from conftest import DEVICE, KERNEL_TARGET_OK  # sets TRITON_INTERPRET=1 before the kernels are defined
+from conftest import DEVICE, KERNEL_TARGET_OK, rel  # sets TRITON_INTERPRET=1 before the kernels are defined
 from hopper import compile_for_hopper
 
 from mojo_compile.kernels.rope import qk_norm_rope_bwd, qk_norm_rope_fwd, rope_bwd, rope_fwd
@@ -23,10 +23,6 @@ BWD_SLACK = 8 * U[FP32]
 # Eager autograd of the spelling rounds like the forward (three roundings) and once more when casting the grad back
 # to a narrower q; ours rounds once: the two differ by at most the sum.
 EAGER_BWD_TOL = 2 + 2 ** 0.5
-
-
-def rel(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def bshd(t, seq_dim):

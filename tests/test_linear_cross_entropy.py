@@ -8,14 +8,13 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, TARGETS
 from test_cross_entropy import check_as_accurate, compile_mojo
 from mojo_compile import lowering
 from mojo_compile.lowering import reference
 from mojo_compile.lowering import triton as triton_lowering
 
 mojo = torch.ops.mojo
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 N_ROWS, HID, VOCAB = 12, 32, 517
 
 
@@ -25,7 +24,6 @@ def small_blocks(monkeypatch):
     path's chunks: 5 rows of bf16 logits, 2 of fp32 (dweight summed over 3 or 6 chunks)."""
     monkeypatch.setattr(reference, "LCE_BLOCKS", (5, 128))
     monkeypatch.setattr(triton_lowering, "LCE_CHUNK_BYTES", 5 * VOCAB * 2)
-
 
 
 def sites():

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import mojo_compile  # noqa: F401  (registers the `mojo` log)
-from test_patterns import Llama as RMSNorm  # the Llama spelling: rms_norm.llama
+from test_rms_norm import Llama as RMSNorm  # the Llama spelling: rms_norm.llama
 
 ROOT = Path(__file__).resolve().parents[1]
 

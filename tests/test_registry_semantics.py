@@ -11,7 +11,7 @@ import torch
 import mojo_compile
 from mojo_compile import patterns
 from conftest import DEVICE
-from test_patterns import Llama
+from test_rms_norm import Llama
 
 EAGER_TORCH = {"inner_compiler": "eager", "target": "torch"}
 mojo = torch.ops.mojo

@@ -6,10 +6,9 @@ import pytest
 import torch
 
 import mojo_compile
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, TARGETS, rel
 
 mojo = torch.ops.mojo
-TARGETS = ["torch"] + (["ttx"] if KERNEL_TARGET_OK else [])
 
 
 def rotate_half(x):  # R1 (Llama)
@@ -56,10 +55,6 @@ def tables(b, s, rotary_dim, dtype, interleaved=False):
     freqs = torch.arange(s, device=DEVICE).float()[:, None] * inv_freq
     emb = freqs.repeat_interleave(2, -1) if interleaved else torch.cat((freqs, freqs), -1)
     return emb.cos().expand(b, s, -1).to(dtype), emb.sin().expand(b, s, -1).to(dtype)
-
-
-def rel(a, b):
-    return ((a.double() - b.double()).norm() / b.double().norm()).item()
 
 
 def check(model, dtype, cos_dtype, rotary_dim, interleaved=False, target="torch"):

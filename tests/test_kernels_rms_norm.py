@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, rel
 from hopper import compile_for_hopper
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
@@ -24,10 +24,6 @@ def rms_norm_fp64(x, weight, eps, offset, residual=None):
     x = x.double() if residual is None else (x + residual).double()  # the sum is rounded, as the op defines it
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return y * (weight.double() + offset) if weight is not None else y
-
-
-def rel(out, ref):
-    return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 def make(shape, dtype, weighted, residual, w_dtype=None):
