@@ -6,7 +6,8 @@ A target is a table `op name -> Impl(fn, supports)` (see table.py). Three ship w
     torch_npu  Ascend's fused torch_npu ops
     torch      the pure-PyTorch reference, and the last fallback of every op on every target
 
-A new accelerator needs only a new table: `register_target("my_npu", load_table)`. Tables load lazily, so a
+A new accelerator needs only a new table: `register_target("my_npu", load_table)`. A new op's implementations
+are registered by the op's own module: `register_impl(op, target, fn, supports=...)`. Tables load lazily, so a
 target's imports (triton, torch_npu) are paid for only when it is used.
 
 How an op reaches its implementation:
@@ -26,11 +27,11 @@ import torch
 
 from ..kernels.common import NotInlinable
 from . import reference
-from .table import Impl
+from .table import Impl, _always, _never, _silent
 
-__all__ = ["Impl", "register_target", "targets", "unavailable", "choose", "describe", "call", "check_target_name",
-           "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler", "recompute_in_backward",
-           "RECOMPUTED_IN_BACKWARD", "tag_recomputed"]
+__all__ = ["Impl", "register_target", "register_impl", "targets", "unavailable", "choose", "describe", "call",
+           "check_target_name", "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler",
+           "recompute_in_backward", "RECOMPUTED_IN_BACKWARD", "tag_recomputed"]
 
 log = logging.getLogger("mojo_compile")
 
@@ -45,6 +46,28 @@ def register_target(name: str, load_table: Callable[[], dict[str, Impl]]) -> Non
     _LOADERS[name] = load_table
     _TABLES.pop(name, None)
     _UNAVAILABLE.pop(name, None)
+
+
+_PENDING: dict[str, dict[str, Impl]] = {}  # target -> op -> Impl registered before the target's table loaded
+
+
+def register_impl(op: str, target: str, fn: Callable, *, supports: Callable[..., Optional[str]] = _always,
+                  traceable: Callable[..., bool] = _never, describe: Callable[..., str] = _silent) -> Callable:
+    """Register `fn` as the implementation of the Mojo op `op` on `target`, from the module that defines the op (a
+    fusion of its own: see docs/adding-a-fusion.md). The "torch" implementation is required: it is every other
+    target's fallback. A target whose table has not loaded yet (its imports are paid for only when used) gets the
+    entry when it loads. Returns fn, so that it also works as `functools.partial(register_impl, op, target)`
+    decorator-style."""
+    impl = Impl(fn, supports, traceable, describe)
+    table = reference.TABLE if target == "torch" else _TABLES.get(target)
+    pending = _PENDING.setdefault(target, {})
+    if op in pending or (table is not None and op in table):
+        raise ValueError(f"mojo: {op!r} is implemented twice on target {target!r}")
+    if table is not None:
+        table[op] = impl
+    else:
+        pending[op] = impl
+    return fn
 
 
 def _module_table(module: str) -> Callable[[], dict[str, Impl]]:
@@ -69,7 +92,12 @@ def _table(name: str) -> Optional[dict[str, Impl]]:
     if name not in _TABLES and name not in _UNAVAILABLE:
         check_target_name(name)
         try:
-            _TABLES[name] = _LOADERS[name]()
+            table = _LOADERS[name]()
+            for op, impl in _PENDING.pop(name, {}).items():  # the implementations fusions registered meanwhile
+                if op in table:
+                    raise ValueError(f"mojo: {op!r} is implemented twice on target {name!r}")
+                table[op] = impl
+            _TABLES[name] = table
         except ImportError as e:  # never swallowed silently: `unavailable()` reports it and callers log or raise
             _UNAVAILABLE[name] = f"target {name!r} is unavailable: {e}"
     return _TABLES.get(name)

@@ -29,9 +29,10 @@ import torch_npu  # noqa: F401  (an ImportError marks the target unavailable, wi
 
 from ..ops.rms_norm import rms_norm_out_dtype
 from . import reference
-from .table import Impl
+from .table import Table
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+TABLE = Table("torch_npu")  # each op's entry registered below its implementation
 
 
 def _reason(x, weight, weight_offset, cast):
@@ -70,6 +71,11 @@ def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
     return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
 
 
+TABLE.implement("rms_norm", rms_norm, supports=lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast))
+TABLE.implement("add_rms_norm", add_rms_norm,
+                supports=lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast))
+
+
 def _swiglu_reason(gate_up, act, gate_first):
     if act != "silu" or not gate_first:
         return "npu_swiglu computes silu(first half) * second half only"
@@ -80,6 +86,9 @@ def _swiglu_reason(gate_up, act, gate_first):
 
 def gated_act_fused(gate_up, act, gate_first):
     return torch_npu.npu_swiglu(gate_up, dim=-1)
+
+
+TABLE.implement("gated_act_fused", gated_act_fused, supports=_swiglu_reason)
 
 
 def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
@@ -101,6 +110,9 @@ def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
 
     mode = "interleave" if interleaved else "half"
     return tuple(torch_npu.npu_rotary_mul(x, table(cos), table(sin), rotary_mode=mode).contiguous() for x in (q, k))
+
+
+TABLE.implement("rope", rope, supports=_rope_reason)
 
 
 def _mask4(mask):
@@ -154,25 +166,18 @@ def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     return out.contiguous(), lse
 
 
+TABLE.implement("attention", attention, supports=_attention_reason)
+
+
 def _npu_tensors(logits, *rest):
     return None if logits.device.type == "npu" else f"torch_npu runs on npu tensors, not {logits.device.type}"
 
 
-TABLE = {
-    # The losses run the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
-    # mapped to it yet. Listed so that the report names torch_npu, not a fallback.
-    "cross_entropy": Impl(reference.cross_entropy, _npu_tensors, reference.TABLE["cross_entropy"].traceable),
-    "cross_entropy_backward": Impl(reference.cross_entropy_backward,
-                                   lambda grad_loss, grad_lse, logits, *rest: _npu_tensors(logits),
-                                   reference.TABLE["cross_entropy_backward"].traceable),
-    "linear_cross_entropy": Impl(reference.linear_cross_entropy, _npu_tensors,
-                                 reference.TABLE["linear_cross_entropy"].traceable),
-    "linear_cross_entropy_backward": Impl(reference.linear_cross_entropy_backward,
-                                          lambda grad_loss, grad_lse, hidden, *rest: _npu_tensors(hidden),
-                                          reference.TABLE["linear_cross_entropy_backward"].traceable),
-    "attention": Impl(attention, _attention_reason),
-    "rope": Impl(rope, _rope_reason),
-    "gated_act_fused": Impl(gated_act_fused, _swiglu_reason),
-    "rms_norm": Impl(rms_norm, lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
-    "add_rms_norm": Impl(add_rms_norm, lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast)),
-}
+# The losses run the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
+# mapped to it yet. Registered so that the report names torch_npu, not a fallback.
+for _op, _inputs_of in (("cross_entropy", lambda logits, *rest: logits),
+                        ("cross_entropy_backward", lambda grad_loss, grad_lse, logits, *rest: logits),
+                        ("linear_cross_entropy", lambda hidden, *rest: hidden),
+                        ("linear_cross_entropy_backward", lambda grad_loss, grad_lse, hidden, *rest: hidden)):
+    TABLE.implement(_op, reference.TABLE[_op].fn, supports=lambda *args, _of=_inputs_of: _npu_tensors(_of(*args)),
+                    traceable=reference.TABLE[_op].traceable)

@@ -8,7 +8,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .table import Impl
+from .table import Table
+
+TABLE = Table("torch")
+
+
+def _implements(fn):
+    """Registers `fn` as the torch implementation of the op of its name: plain torch ops, always traceable (the
+    inner compiler sees inside the op and fuses it with its neighbours)."""
+    return TABLE.implement(fn.__name__, fn, traceable=lambda *args: True)
 
 
 def _normalise(x, weight, eps, weight_offset, cast):
@@ -26,16 +34,19 @@ def _normalise(x, weight, eps, weight_offset, cast):
     return y.contiguous(), rstd.squeeze(-1).contiguous()
 
 
+@_implements
 def rms_norm(x, weight, eps, weight_offset, cast):
     return _normalise(x, weight, eps, weight_offset, cast)
 
 
+@_implements
 def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
     total = (x + residual).contiguous()
     y, rstd = _normalise(total, weight, eps, weight_offset, cast)
     return y, total, rstd
 
 
+@_implements
 def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
     """fp32 gradient of y = n * w_eff with n = x * rstd (the casts are treated as identities)."""
     g = grad_y.float()
@@ -67,14 +78,17 @@ def _halves(gate_up, gate_first):
     return (first, second) if gate_first else (second, first)
 
 
+@_implements
 def gated_act(gate, up, act):
     return (ACTIVATIONS[act](gate) * up).contiguous()
 
 
+@_implements
 def gated_act_fused(gate_up, act, gate_first):
     return gated_act(*_halves(gate_up, gate_first), act)
 
 
+@_implements
 def gated_act_backward(grad_y, gate, up, act):
     """Eager autograd of act(gate) * up, step for step (the same roundings)."""
     grad_up = grad_y * ACTIVATIONS[act](gate)
@@ -82,6 +96,7 @@ def gated_act_backward(grad_y, gate, up, act):
     return grad_gate.contiguous(), grad_up.contiguous()
 
 
+@_implements
 def gated_act_fused_backward(grad_y, gate_up, act, gate_first):
     grad_gate, grad_up = gated_act_backward(grad_y, *_halves(gate_up, gate_first), act)
     return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
@@ -129,6 +144,7 @@ def _rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
     return _join(rot * c + _rotate_pairs(rot, interleaved) * s, passed, last)
 
 
+@_implements
 def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
     return tuple(_rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last) for x in (q, k))
 
@@ -139,6 +155,7 @@ def _rope_grad_one(g, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, d
     return _join(rot * c + _unrotate_pairs(rot * s, interleaved), passed, last).to(dtype)
 
 
+@_implements
 def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
     return (_rope_grad_one(grad_q, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype),
             _rope_grad_one(grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, k_dtype))
@@ -152,6 +169,7 @@ def _norm_rows(x_bshd, together):
     return x_bshd.reshape(*x_bshd.shape[:2], -1) if together else x_bshd
 
 
+@_implements
 def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim,
                  together):
     outs, rstds = [], []
@@ -164,6 +182,7 @@ def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, r
     return (*outs, *rstds)
 
 
+@_implements
 def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
                           rotary_dim, interleaved, seq_dim, together):
     grads, weight_grads = [], []
@@ -227,6 +246,7 @@ def _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks) -> boo
     return not causal or (isinstance(sq, int) and isinstance(skv, int) and sq == skv)
 
 
+@_implements
 def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     if _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks):
         heads = q.shape[1]
@@ -244,6 +264,7 @@ def _ungroup(t, kv_heads):
     return t.view(b, kv_heads, h // kv_heads, s, d).sum(2) if h != kv_heads else t
 
 
+@_implements
 def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
     """The standard attention backward, in fp32, from recomputed probabilities."""
     p, _, t = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks)
@@ -324,6 +345,7 @@ def cross_entropy_smoothed(nll, lse, row_sum, labels, ignore_index, n_classes, l
     return torch.where(ignored, 0.0, nll * (1 - label_smoothing) + smooth * label_smoothing)
 
 
+@_implements
 def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing=0.0):
     """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
     bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
@@ -339,6 +361,7 @@ def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing=0.0):
     return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
 
 
+@_implements
 def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing=0.0):
     """(softmax - onehot) * g in fp32 (the smoothed target's with label smoothing: cross_entropy_row_grads), per
     chunk of rows, rounded once to the logits' dtype."""
@@ -408,6 +431,7 @@ def _lce_dlogits(d, raw, softcap: float, logit_scale: float = 1.0, logit_divisor
     return d
 
 
+@_implements
 def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
                          logit_scale=1.0, logit_divisor=1.0, label_smoothing=0.0):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
@@ -452,6 +476,7 @@ def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, s
     return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
 
 
+@_implements
 def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
                                   hidden_grad, weight_grad, softcap, logit_scale=1.0, logit_divisor=1.0,
                                   label_smoothing=0.0):
@@ -493,13 +518,3 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
     dh = dh.to(dtype) if hidden_grad else hidden.new_zeros((0, hidden.shape[1]))
     dw = dw.to(weight.dtype) if weight_grad else weight.new_zeros((0, weight.shape[1]))
     return dh, dw
-
-
-def _traceable(*args) -> bool:
-    return True
-
-
-TABLE = {fn.__name__: Impl(fn, traceable=_traceable) for fn in (
-    rms_norm, add_rms_norm, rms_norm_backward, gated_act, gated_act_fused, gated_act_backward, gated_act_fused_backward,
-    rope, rope_backward, qk_norm_rope, qk_norm_rope_backward, attention, attention_backward, cross_entropy,
-    cross_entropy_backward, linear_cross_entropy, linear_cross_entropy_backward)}

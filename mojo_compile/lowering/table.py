@@ -1,4 +1,6 @@
-"""What a lowering target is: a table from Mojo op name to an implementation and its `supports` check."""
+"""What a lowering target is: a table from Mojo op name to an implementation and its `supports` check, each entry
+registered beside its implementation (`Table.implement`), in the target's module or in the module of the fusion
+that defines the op (lowering.register_impl)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional
@@ -27,3 +29,19 @@ class Impl(NamedTuple):
     supports: Callable[..., Optional[str]] = _always
     traceable: Callable[..., bool] = _never
     describe: Callable[..., str] = _silent
+
+
+class Table(dict):
+    """A target's table: op name -> Impl. Entries are added by `implement`, next to each implementation."""
+
+    def __init__(self, target: str):
+        super().__init__()
+        self.target = target
+
+    def implement(self, op: str, fn: Callable, *, supports: Callable[..., Optional[str]] = _always,
+                  traceable: Callable[..., bool] = _never, describe: Callable[..., str] = _silent) -> Callable:
+        """Register `fn` as `op`'s implementation on this target (see Impl for the rest); returns fn."""
+        if op in self:
+            raise ValueError(f"mojo: {op!r} is implemented twice on target {self.target!r}")
+        self[op] = Impl(fn, supports, traceable, describe)
+        return fn

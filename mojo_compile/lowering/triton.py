@@ -12,9 +12,18 @@ from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
 from . import attention_choice as attn_choice
 from . import reference
-from .table import Impl
+from .table import Table
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+TABLE = Table("ttx")  # each op's entry registered below its implementation
+
+
+def _traceable(*args) -> bool:
+    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
+    a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
+    if rms_kernels.interpreting():
+        return False
+    return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
 
 
 def _device_reason(t: torch.Tensor):
@@ -68,6 +77,11 @@ def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, ca
     return _rows_reason(x, weight, grad_y, grad_residual)
 
 
+TABLE.implement("rms_norm", rms_norm, supports=_supports_rms_norm, traceable=_traceable)
+TABLE.implement("add_rms_norm", add_rms_norm, supports=_supports_add_rms_norm, traceable=_traceable)
+TABLE.implement("rms_norm_backward", rms_kernels.rms_norm_bwd, supports=_supports_backward, traceable=_traceable)
+
+
 def _elementwise_reason(*tensors):
     """Tensors the gated-activation kernels take: same shape and float dtype, unit stride in the last dim."""
     reason = _device_reason(tensors[0])
@@ -99,6 +113,15 @@ def _supports_gated_act_backward(grad_y, gate, up, act):
 
 def _supports_gated_act_fused_backward(grad_y, gate_up, act, gate_first):
     return _elementwise_reason(grad_y, gate_up)
+
+
+TABLE.implement("gated_act", act_kernels.gated_act_fwd, supports=_supports_gated_act, traceable=_traceable)
+TABLE.implement("gated_act_fused", act_kernels.gated_act_fused_fwd, supports=_supports_gated_act_fused,
+                traceable=_traceable)
+TABLE.implement("gated_act_backward", act_kernels.gated_act_bwd, supports=_supports_gated_act_backward,
+                traceable=_traceable)
+TABLE.implement("gated_act_fused_backward", act_kernels.gated_act_fused_bwd,
+                supports=_supports_gated_act_fused_backward, traceable=_traceable)
 
 
 def _rope_reason(q, k, cos, sin, *weights):
@@ -134,6 +157,10 @@ def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, ro
     return rope_kernels.rope_bwd(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype)
 
 
+TABLE.implement("rope", rope, supports=_supports_rope, traceable=_traceable)
+TABLE.implement("rope_backward", rope_backward, supports=_supports_rope_backward, traceable=_traceable)
+
+
 def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
     return _rope_reason(q, k, cos, sin, q_weight, k_weight)
 
@@ -153,6 +180,11 @@ def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rs
                           rotary_dim, interleaved, seq_dim, together):
     return rope_kernels.qk_norm_rope_bwd(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, cast, cos, sin,
                                          rotary_dim, interleaved, seq_dim, together, weight_offset=weight_offset)
+
+
+TABLE.implement("qk_norm_rope", qk_norm_rope, supports=_supports_qk_norm_rope, traceable=_traceable)
+TABLE.implement("qk_norm_rope_backward", qk_norm_rope_backward, supports=_supports_qk_norm_rope_backward,
+                traceable=_traceable)
 
 
 def _attention_reason(q, k, v, mask, q_pos, sinks):
@@ -214,6 +246,12 @@ def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scal
     return _traceable(q, k, v, mask, q_pos, sinks) and choice not in attn_choice.SDPA_KERNELS
 
 
+TABLE.implement("attention", attention, supports=_supports_attention, traceable=_traceable_attention,
+                describe=_describe_attention)
+TABLE.implement("attention_backward", attention_backward, supports=_supports_attention_backward,
+                traceable=_traceable_attention_backward)
+
+
 def _cross_entropy_reason(logits, labels, *rows):
     reason = _device_reason(logits)
     if reason:
@@ -258,6 +296,12 @@ def _traceable_cross_entropy(logits, *rest) -> bool:
 
 def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> bool:
     return _traceable_cross_entropy(logits)
+
+
+TABLE.implement("cross_entropy", cross_entropy, supports=_supports_cross_entropy,
+                traceable=_traceable_cross_entropy)
+TABLE.implement("cross_entropy_backward", cross_entropy_backward, supports=_supports_cross_entropy_backward,
+                traceable=_traceable_cross_entropy_backward)
 
 
 # ------------------------------------------------------------------------------- the LM head fused with the loss
@@ -394,34 +438,8 @@ def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, l
     return dh, dw
 
 
-def _traceable(*args) -> bool:
-    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
-    a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
-    if rms_kernels.interpreting():
-        return False
-    return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
-
-
-TABLE = {
-    "rms_norm": Impl(rms_norm, _supports_rms_norm, _traceable),
-    "add_rms_norm": Impl(add_rms_norm, _supports_add_rms_norm, _traceable),
-    "rms_norm_backward": Impl(rms_kernels.rms_norm_bwd, _supports_backward, _traceable),
-    "gated_act": Impl(act_kernels.gated_act_fwd, _supports_gated_act, _traceable),
-    "gated_act_fused": Impl(act_kernels.gated_act_fused_fwd, _supports_gated_act_fused, _traceable),
-    "gated_act_backward": Impl(act_kernels.gated_act_bwd, _supports_gated_act_backward, _traceable),
-    "gated_act_fused_backward": Impl(act_kernels.gated_act_fused_bwd, _supports_gated_act_fused_backward,
-                                     _traceable),
-    "rope": Impl(rope, _supports_rope, _traceable),
-    "rope_backward": Impl(rope_backward, _supports_rope_backward, _traceable),
-    "qk_norm_rope": Impl(qk_norm_rope, _supports_qk_norm_rope, _traceable),
-    "qk_norm_rope_backward": Impl(qk_norm_rope_backward, _supports_qk_norm_rope_backward, _traceable),
-    "attention": Impl(attention, _supports_attention, _traceable_attention, _describe_attention),
-    "attention_backward": Impl(attention_backward, _supports_attention_backward, _traceable_attention_backward),
-    "cross_entropy": Impl(cross_entropy, _supports_cross_entropy, _traceable_cross_entropy),
-    "cross_entropy_backward": Impl(cross_entropy_backward, _supports_cross_entropy_backward,
-                                   _traceable_cross_entropy_backward),
-    # Not traceable (the default): chunk loops over cuBLAS GEMMs and kernels writing into slices run as they are,
-    # with concrete sizes, where Inductor calls the op.
-    "linear_cross_entropy": Impl(linear_cross_entropy, _supports_linear_cross_entropy),
-    "linear_cross_entropy_backward": Impl(linear_cross_entropy_backward, _supports_linear_cross_entropy_backward),
-}
+# Not traceable (the default): chunk loops over cuBLAS GEMMs and kernels writing into slices run as they are, with
+# concrete sizes, where Inductor calls the op.
+TABLE.implement("linear_cross_entropy", linear_cross_entropy, supports=_supports_linear_cross_entropy)
+TABLE.implement("linear_cross_entropy_backward", linear_cross_entropy_backward,
+                supports=_supports_linear_cross_entropy_backward)

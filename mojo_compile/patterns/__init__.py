@@ -20,6 +20,7 @@ import importlib
 import inspect
 import logging
 import operator
+import pkgutil
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -36,8 +37,17 @@ __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", 
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
            "mark_grad_inputs", "needs_grad", "refuse", "accepted_match"]
 
-BUILTIN_MODULES = ("add_rms_norm", "rms_norm", "gated_act", "rope", "attention", "linear_cross_entropy",
-                   "cross_entropy")
+ENTRY_POINT_GROUP = "mojo_compile.fusions"  # a package's fusion module, imported after the built-ins
+
+
+def _builtin_modules() -> tuple[str, ...]:
+    """This package's modules, in name order: each built-in family's patterns register beside their definition
+    when its module is imported (no list to edit; a module without patterns registers none). Where two families'
+    patterns could match one site, their priorities order them, not the module names."""
+    return tuple(sorted(info.name for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")))
+
+
+BUILTIN_MODULES = _builtin_modules()
 
 
 class PatternError(ValueError):
@@ -234,6 +244,23 @@ def closest_names(word: str, n: int = 3, with_families: bool = True) -> list[str
 def _load_builtins() -> None:
     for module in BUILTIN_MODULES:
         importlib.import_module(f".{module}", __name__)
+    _load_entry_points()
+
+
+def _load_entry_points() -> None:
+    """Fusions of other packages: each entry point of the group `mojo_compile.fusions` names a module (or a
+    callable) whose import (or call) registers its ops, patterns and implementations through the same API as the
+    built-ins. One that fails to load is logged and skipped: the built-ins still run."""
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = point.load()
+            if callable(loaded):
+                loaded()
+        except Exception as e:  # a broken plug-in must not break compilation
+            log.warning("mojo: the fusion %r (entry point of %s) failed to load: %s: %s", point.name,
+                        ENTRY_POINT_GROUP, type(e).__name__, e)
 
 
 def registered_patterns() -> list[Pattern]:
