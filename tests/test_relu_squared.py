@@ -63,7 +63,8 @@ def test_fused_and_as_accurate_as_eager(fusion, target, dtype, spelling):
     if target == "torch+inductor" and (dtype != torch.float32 or spelling != "pow"):
         pytest.skip("Inductor on the CPU is slow: one case")
     x = torch.randn(3, 7, 32, device=DEVICE).to(dtype)
-    w_up, w_down = (torch.randn(32, 96, device=DEVICE) / 4).to(dtype), (torch.randn(96, 32, device=DEVICE) / 8).to(dtype)
+    w_up = (torch.randn(32, 96, device=DEVICE) / 4).to(dtype)
+    w_down = (torch.randn(96, 32, device=DEVICE) / 8).to(dtype)
     fn = mlp(spelling)
     out, grads = run(torch.compile(fn, backend="mojo", options=mojo_options(target)), x, w_up, w_down)
     sites = [(s.pattern, s.op, s.target) for s in mojo_compile.last_report().sites]
