@@ -57,6 +57,20 @@ def run(fn, h, w, t, grad):
     return loss.detach(), h.grad, w.grad
 
 
+def check_fused_as_accurate(fn, target, dtype, reduction, pattern, spelling="linear"):
+    """fn compiled: the one fused site is `pattern`; loss, dhidden and dweight as accurate as eager against fp64
+    (a random upstream gradient, per row for "none")."""
+    h, w, t = inputs(dtype, spelling)
+    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
+    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
+    assert sites() == [(pattern, "mojo.linear_cross_entropy")]
+    eager = run(fn, h, w, t, grad)
+    exact = run(fn, h.double(), w.double(), t, grad.double())
+    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
+    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
+    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+
+
 CASES = [("linear", "mean"), ("matmul", "sum"), ("linear", "none"), ("matmul", "mean")]
 
 
@@ -311,15 +325,7 @@ def test_softcap_as_accurate_as_eager(target, dtype, reduction):
     """Gemma2's final softcap between head and loss: fused (the softcap inside the op), loss, dhidden and dweight
     as accurate as eager against fp64. c = 3 with logits of scale ~4: the tanh saturates part of them."""
     fn = softcapped_loss(3.0, 3.0, reduction)
-    h, w, t = inputs(dtype, "linear")
-    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
-    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
-    assert sites() == [(f"linear_cross_entropy.softcap.{reduction}", "mojo.linear_cross_entropy")]
-    eager = run(fn, h, w, t, grad)
-    exact = run(fn, h.double(), w.double(), t, grad.double())
-    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
-    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
-    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+    check_fused_as_accurate(fn, target, dtype, reduction, f"linear_cross_entropy.softcap.{reduction}")
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -345,16 +351,9 @@ def test_label_smoothing_as_accurate_as_eager(target, dtype, spelling, reduction
         return F.cross_entropy(x.view(-1, w.shape[0]) if spelling == "linear" else x, t, reduction=reduction,
                                label_smoothing=eps)
 
-    h, w, t = inputs(dtype, spelling)
-    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
-    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
     rows = "" if spelling == "linear" else ".rows"
-    assert sites() == [(f"linear_cross_entropy.{spelling}.{reduction}{rows}", "mojo.linear_cross_entropy")]
-    eager = run(fn, h, w, t, grad)
-    exact = run(fn, h.double(), w.double(), t, grad.double())
-    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
-    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
-    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+    check_fused_as_accurate(fn, target, dtype, reduction, f"linear_cross_entropy.{spelling}.{reduction}{rows}",
+                            spelling)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -364,15 +363,7 @@ def test_label_smoothing_with_a_softcap(target):
         x = torch.tanh(F.linear(h, w) / 3.0) * 3.0
         return F.cross_entropy(x.float().view(-1, w.shape[0]), t, label_smoothing=0.2)
 
-    h, w, t = inputs(torch.bfloat16, "linear")
-    grad = torch.tensor(1.0, device=DEVICE)
-    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
-    assert sites() == [("linear_cross_entropy.softcap.mean", "mojo.linear_cross_entropy")]
-    eager = run(fn, h, w, t, grad)
-    exact = run(fn, h.double(), w.double(), t, grad.double())
-    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
-    check_as_accurate(dh, eager[1], exact[1], torch.bfloat16, "dhidden")
-    check_as_accurate(dw, eager[2], exact[2], torch.bfloat16, "dweight")
+    check_fused_as_accurate(fn, target, torch.bfloat16, "mean", "linear_cross_entropy.softcap.mean")
 
 
 def scaled_loss(scaling, s, reduction="mean"):
@@ -394,15 +385,7 @@ def test_logit_scale_as_accurate_as_eager(target, dtype, reduction, scaling, s):
     """A final logit scale between head and loss: fused (the scale inside the op), loss, dhidden and dweight as
     accurate as eager against fp64; an int divisor as a float one."""
     fn = scaled_loss(scaling, s, reduction)
-    h, w, t = inputs(dtype, "linear")
-    grad = torch.randn(N_ROWS if reduction == "none" else (), device=DEVICE)
-    loss, dh, dw = run(compile_mojo(fn, target), h, w, t, grad)
-    assert sites() == [(f"linear_cross_entropy.{scaling}.{reduction}", "mojo.linear_cross_entropy")]
-    eager = run(fn, h, w, t, grad)
-    exact = run(fn, h.double(), w.double(), t, grad.double())
-    check_as_accurate(loss, eager[0], exact[0], torch.float32, "loss")
-    check_as_accurate(dh, eager[1], exact[1], dtype, "dhidden")
-    check_as_accurate(dw, eager[2], exact[2], dtype, "dweight")
+    check_fused_as_accurate(fn, target, dtype, reduction, f"linear_cross_entropy.{scaling}.{reduction}")
 
 
 @pytest.mark.parametrize("target", TARGETS)
