@@ -44,6 +44,7 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
     logs.traced(aten_gm, target)
     patterns.mark_grad_inputs(aten_gm, example_inputs)
+    patterns.load_fusions()  # first: a fusion may add canonicalisation rules for its patterns
     logs.canonicalized(canonicalize(aten_gm))                             # 2
     watch.canonical(aten_gm)
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3

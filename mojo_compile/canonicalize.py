@@ -159,7 +159,7 @@ def _rms_norm_default_eps(node: Node) -> Optional[Node]:
                                                                 torch.finfo(compute).eps))
 
 
-def _all_arguments(node: Node) -> Optional[Node]:
+def all_arguments(node: Node) -> Optional[Node]:
     """An op with its schema's defaults written out, every argument positional (`F.cross_entropy(x, t)` traces to
     `cross_entropy_loss(x, t)`, with ignore_index=5 to `cross_entropy_loss(x, t, None, 1, 5)`): one pattern then
     covers every spelling and captures each argument where it stands. The same call."""
@@ -277,11 +277,20 @@ RULES: dict = {
     aten.rms_norm.default: _rms_norm_default_eps,
     aten.unsqueeze.default: _unsqueezed_mean,
     aten.mean.dim: _mean_dims_from_the_end,
-    aten.cross_entropy_loss.default: _all_arguments,
+    aten.cross_entropy_loss.default: all_arguments,
     aten.numpy_T.default: _matrix_transpose,
     aten.transpose.int: _matrix_transpose,
     aten.permute.default: _matrix_transpose,
 }
+
+
+def register_rule(op, rule: Callable[[Node], Optional[Node]]) -> None:
+    """Canonicalise `op`'s nodes with `rule` (node -> its replacement, or None to leave it), from the module of the
+    fusion whose patterns need it (e.g. `register_rule(aten.layer_norm.default, all_arguments)`): the rules run on
+    the model's graph and on every pattern's trace alike. One rule per op."""
+    if RULES.get(op, rule) is not rule:
+        raise ValueError(f"mojo: {op} already has a canonicalisation rule")
+    RULES[op] = rule
 
 
 def canonicalize(graph_or_module: Graph | GraphModule) -> int:

@@ -18,8 +18,8 @@ class _Sm90Driver:
 
 triton.runtime.driver.set_active(_Sm90Driver())
 
-from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, rms_norm,  # noqa: E402
-                                  rope)
+from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, layer_norm,  # noqa: E402
+                                  rms_norm, rope)
 from mojo_compile.kernels.common import declared_writes, inductor_accesses, record_launches  # noqa: E402
 
 BF16, FP32 = torch.bfloat16, torch.float32
@@ -101,6 +101,16 @@ def cross_entropy_cases():
                                                       c=torch.rand(6))
 
 
+def layer_norm_cases():
+    for n, dtype, (weighted, biased) in itertools.product((40, 5000), (BF16, FP32),
+                                                         ((True, True), (True, False), (False, False))):
+        x = _r(6, n, dtype=dtype)
+        w, b = (_r(n, dtype=dtype) if weighted else None), (_r(n, dtype=dtype) if biased else None)
+        yield lambda: layer_norm.layer_norm_fwd(x, w, b, 1e-5)
+        yield lambda: layer_norm.layer_norm_bwd(_r(6, n, dtype=dtype), x, w, torch.rand(6), torch.rand(6), weighted,
+                                                biased)
+
+
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr():
         return False
@@ -151,7 +161,7 @@ def main():
     if sys.argv[1:] == ["selfcheck"]:
         return selfcheck()
     families = {"rms_norm": rms_cases, "gated": gated_cases, "rope": rope_cases, "attention": attention_cases,
-                "cross_entropy": cross_entropy_cases}
+                "cross_entropy": cross_entropy_cases, "layer_norm": layer_norm_cases}
     chosen = sys.argv[1:] or list(families)
     seen = set()
     for family in chosen:

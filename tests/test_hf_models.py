@@ -51,8 +51,12 @@ def sites(family, labels=False):
     the model's own forward) ends the graph."""
     loss = [(f"<root: {CAUSAL_LM[family]}>", "mojo.cross_entropy")] if labels else []
     add, rms = "mojo.add_rms_norm", "mojo.rms_norm"
-    if family == "gpt_neox":  # LayerNorm, non-gated MLP: only the (partial) rotary embedding
-        return [(f"gpt_neox.layers.{i}.attention", "mojo.rope") for i in range(LAYERS)] + loss
+    if family == "gpt_neox":  # LayerNorm (parallel residual: both norms read the layer's input), partial RoPE
+        ln = "mojo.layer_norm"
+        layers = [site for i in range(LAYERS) for site in (
+            (f"gpt_neox.layers.{i}.input_layernorm", ln), (f"gpt_neox.layers.{i}.attention", "mojo.rope"),
+            (f"gpt_neox.layers.{i}.post_attention_layernorm", ln))]
+        return layers + [("gpt_neox.final_layer_norm", ln)] + loss
     out = []
     for i in range(LAYERS):
         p = f"model.layers.{i}."
@@ -170,14 +174,15 @@ def test_fp32_model(family):
         assert rel(got[name], p.grad) < 1e-4, name
 
 
-def test_gpt_neox_has_no_rms_norm():
+def test_gpt_neox_layer_norms_and_no_rms_norm():
     model = build("gpt_neox", torch.bfloat16)
     ids = torch.randint(3, 256, (1, 8), device=DEVICE)
     with torch.no_grad():
         out = compile_mojo(model, "torch")(input_ids=ids).logits
         assert torch.equal(out, dynamo_eager(model)(input_ids=ids).logits)
     report = mojo_compile.last_report()
-    assert report.counts() == {"mojo.rope": LAYERS} and report.graphs[0].notes == []
+    assert report.counts() == {"mojo.rope": LAYERS, "mojo.layer_norm": 2 * LAYERS + 1}
+    assert report.graphs[0].notes == []
 
 
 def test_two_sequence_lengths_without_recompile():

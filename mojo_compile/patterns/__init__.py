@@ -35,7 +35,7 @@ log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match"]
+           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions"]
 
 ENTRY_POINT_GROUP = "mojo_compile.fusions"  # a package's fusion module, imported after the built-ins
 
@@ -238,6 +238,12 @@ def closest_names(word: str, n: int = 3, with_families: bool = True) -> list[str
     patterns = registered_patterns()
     candidates = {p.name for p in patterns} | ({p.family for p in patterns} if with_families else set())
     return difflib.get_close_matches(word, sorted(candidates), n=n)
+
+
+def load_fusions() -> None:
+    """Import every fusion module -- the built-ins, then the entry points' -- once: their patterns, and any
+    canonicalisation rules they add, are in place (patterns register lazily: nothing is traced here)."""
+    _load_builtins()
 
 
 @functools.lru_cache(maxsize=None)

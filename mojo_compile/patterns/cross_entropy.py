@@ -8,7 +8,7 @@
                           ignore_index
 
 In the pre-dispatch graph: `to.dtype(logits, fp32)` -> `view(., [-1, V])` -> `cross_entropy_loss(., labels, weight,
-reduction, ignore_index, label_smoothing)`, every argument written out by canonicalisation (`_all_arguments`). One
+reduction, ignore_index, label_smoothing)`, every argument written out by canonicalisation (`all_arguments`). One
 pattern per reduction (the reduction is an int in the graph, checked exactly on the re-trace) and per form (with the
 view from [..., V], or on [N, V] as it is), traced for bf16 logits (with the cast) and fp32 (without). ignore_index
 and label_smoothing (a literal in [0, 1]: the op smooths as torch does) are captured from the graph; the class

@@ -1,0 +1,155 @@
+"""Triton LayerNorm kernels, forward and backward, and their launchers (ops/layer_norm.py has the contract).
+
+Layout: the input is viewed as rows [M, N] (N = the normalised last dim). A row is held in registers (N <=
+MAX_FUSED_N; longer rows are the torch reference's, ops/layer_norm.py says so); BLOCK_M rows share a program when
+rows are short.
+
+Numerics: every load is cast to fp32 at once and all math is fp32, as eager's kernels compute: the mean, then the
+biased variance of the centred row (two passes over registers: no cancellation), rstd = rsqrt(var + eps), y =
+(x - mean) * rstd * w + b, rounded once to the output dtype. mean and rstd are stored in fp32 for the backward.
+Scalars are cast to fp32 in the kernel (torch.compile may hand Python floats over as fp64).
+
+Backward: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, xhat = (x - mean) * rstd. dw = sum
+over rows of dy * xhat, db = sum of dy: each program owns a fixed block of rows and writes its own fp32 partials,
+summed by torch afterwards -- deterministic, no atomics.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .common import interpreting, round_to, sm_count, wrap_triton, writes
+
+MAX_FUSED_N = 16384  # longest row kept in registers
+
+
+@writes("Y", "MEAN", "RSTD")
+@triton.jit
+def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, N, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    eps = tl.cast(eps, tl.float32)
+    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    mask = row_ok[:, None] & col_ok[None, :]
+    offs = rows[:, None] * N + cols[None, :]
+    x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=1) / N
+    xc = tl.where(mask, x - mean[:, None], 0.0)
+    rstd = tl.math.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
+    y = xc * rstd[:, None]
+    if HAS_W:
+        y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    if HAS_B:
+        y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+    tl.store(Y + offs, round_to(y, Y.dtype.element_ty, INTERPRET), mask=mask)
+    tl.store(MEAN + rows, mean, mask=row_ok)
+    tl.store(RSTD + rows, rstd, mask=row_ok)
+
+
+@writes("DX", DW="WEIGHT_GRAD", DB="BIAS_GRAD")
+@triton.jit
+def _bwd_kernel(DY, X, W, MEAN, RSTD, DX, DW, DB, M, N, rows_per_program, HAS_W: tl.constexpr,
+                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                INTERPRET: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 1.0
+    dw = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for i in range(0, rows_per_program, BLOCK_M):
+        rows = (pid * rows_per_program + i + tl.arange(0, BLOCK_M)).to(tl.int64)
+        row_ok = rows < M
+        mask = row_ok[:, None] & col_ok[None, :]
+        offs = rows[:, None] * N + cols[None, :]
+        x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(DY + offs, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + rows, mask=row_ok, other=0.0)[:, None]
+        rstd = tl.load(RSTD + rows, mask=row_ok, other=0.0)[:, None]
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        g = dy * w
+        dx = (g - tl.sum(g, axis=1)[:, None] / N - xhat * (tl.sum(g * xhat, axis=1) / N)[:, None]) * rstd
+        tl.store(DX + offs, round_to(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
+        if WEIGHT_GRAD:
+            dw += tl.sum(dy * xhat, axis=0)
+        if BIAS_GRAD:
+            db += tl.sum(dy, axis=0)
+    if WEIGHT_GRAD:
+        tl.store(DW + pid * N + cols, dw, mask=col_ok)
+    if BIAS_GRAD:
+        tl.store(DB + pid * N + cols, db, mask=col_ok)
+
+
+# --------------------------------------------------------------------------------------------------------- launchers
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] as a contiguous [M, N] (a view when it already is)."""
+    return t.reshape(-1, t.shape[-1]).contiguous()
+
+
+def fwd_config(n: int, m) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps): about 4K elements a program for short rows, one row of more warps for long
+    ones; few rows (static m under the SM count on a GPU): one row per program. Not yet swept on a GPU: the RMSNorm
+    kernels' shapes (kernels/rms_norm.py), which move the same bytes."""
+    block_n = triton.next_power_of_2(n)
+    block_m = max(1, min(16, 4096 // block_n))
+    num_warps = min(16, max(1, block_m * block_n // 512))
+    if interpreting():
+        block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
+    return block_m, block_n, num_warps
+
+
+def layer_norm_fwd(x, weight, bias, eps, config=None):
+    """(y like x, mean and rstd fp32 shaped x.shape[:-1]). `config` = (BLOCK_M, num_warps) overrides."""
+    n = x.shape[-1]
+    x2 = _rows(x)
+    m = x2.shape[0]
+    y_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    mean_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    if m > 0 and n > 0:
+        block_m, block_n, num_warps = fwd_config(n, m)
+        if config is not None:
+            block_m, num_warps = config
+        wrap_triton(_fwd_kernel)[(triton.cdiv(m, block_m),)](
+            x2, weight if weight is not None else x2, bias if bias is not None else x2, y_out.view(m, n),
+            mean_out.view(m), rstd_out.view(m), m, n, eps, HAS_W=weight is not None, HAS_B=bias is not None,
+            BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    return y_out, mean_out, rstd_out
+
+
+def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: bool, config=None):
+    """(grad_x like x, grad_weight, grad_bias): the parameters' gradients in x's dtype (the launcher takes weight
+    and bias of x's dtype) where asked for, else empty. `config` = (BLOCK_M, num_warps, programs per SM)."""
+    n = x.shape[-1]
+    x2, dy2 = _rows(x), _rows(grad_y)
+    m = x2.shape[0]
+    dx = torch.empty_like(x2)
+    weight_grad = weight is not None and weight_grad
+
+    def empty():  # a fresh one per result: an op's outputs must not alias each other
+        return x.new_empty((0,))
+    if m == 0 or n == 0:
+        zeros = torch.zeros((n,), dtype=x.dtype, device=x.device)
+        return dx.view(x.shape), zeros if weight_grad else empty(), zeros.clone() if bias_grad else empty()
+    block_n = triton.next_power_of_2(n)
+    block_m = min(32, max(1, 8192 // block_n))
+    num_warps = min(16, max(4, block_n // 512))
+    per_sm = min(4, max(1, 4096 // block_n))
+    if config is not None:
+        block_m, num_warps, per_sm = config
+    sms = sm_count(x.device) if x.device.type == "cuda" else 1
+    num_programs = torch.sym_min(per_sm * sms, triton.cdiv(m, block_m))  # m may be symbolic: no guard
+    rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
+    num_programs = triton.cdiv(m, rows_per_program)
+    dw = torch.empty((num_programs, n) if weight_grad else (1,), dtype=torch.float32, device=x.device)
+    db = torch.empty((num_programs, n) if bias_grad else (1,), dtype=torch.float32, device=x.device)
+    wrap_triton(_bwd_kernel)[(num_programs,)](
+        dy2, x2, weight if weight is not None else x2, mean.reshape(-1).contiguous(), rstd.reshape(-1).contiguous(),
+        dx, dw, db, m, n, rows_per_program, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+        BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    grad_w = dw.sum(0).to(x.dtype) if weight_grad else empty()
+    grad_b = db.sum(0).to(x.dtype) if bias_grad else empty()
+    return dx.view(x.shape), grad_w, grad_b

@@ -1,0 +1,79 @@
+"""LayerNorm spellings -> `mojo::layer_norm` (ops/layer_norm.py).
+
+    F.layer_norm(x, (x.shape[-1],), weight, bias, eps)     nn.LayerNorm (GPT-NeoX / Pythia, StableLM, Phi-1/2,
+                                                           Starcoder2, Falcon, OPT, GPT-2, BLOOM); with a weight
+                                                           and a bias, a weight alone (bias=False), or neither
+                                                           (elementwise_affine=False)
+
+In the pre-dispatch graph one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are written out by the
+canonicalisation rule registered here, so one pattern captures eps wherever the model gives or omits it. The op is aten's on the torch
+target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes what eager does;
+the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a reason: a norm over
+more than the last dim (normalized_shape of two or more sizes is another graph: not matched at all), x not a float
+tensor, a weight or bias that is not one value per column, eps a graph input (dynamic=True).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..canonicalize import all_arguments, register_rule
+from . import match_value, refuse, register_pattern, symbolic_scalar
+
+aten = torch.ops.aten
+mojo = torch.ops.mojo
+
+EPS = 1.2345e-5  # the trace value of the captured eps: unlike any other literal of the pattern
+TELL_TALES = (aten.layer_norm.default,)
+FORMS = {  # name: (weight, bias)
+    "F_layer_norm": (True, True),
+    "F_layer_norm_no_bias": (True, False),
+    "F_layer_norm_no_affine": (False, False),
+}
+
+
+register_rule(aten.layer_norm.default, all_arguments)
+
+
+def _check(match) -> bool:
+    """The op computes what the matched aten.layer_norm does for a float x with columns, per-column parameters and
+    a constant eps."""
+    x = match_value(match, "x")
+    if x is None:
+        return refuse("x has no tensor value")
+    if not x.dtype.is_floating_point or x.dim() == 0:
+        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a float tensor with columns")
+    if symbolic_scalar(match, "eps"):
+        return refuse("eps is a graph input (dynamic=True), not a constant")
+    for name in ("weight", "bias"):
+        if name in match.kwargs:
+            p = match_value(match, name)
+            if p is None or p.dim() != 1 or p.shape[0] != x.shape[-1] or not p.dtype.is_floating_point:
+                return refuse(f"{name} {getattr(p, 'dtype', None)} {list(getattr(p, 'shape', []))} is not one float "
+                              f"per column of x {list(x.shape)}")
+    return True
+
+
+def _forms(weighted: bool, biased: bool):
+    if weighted and biased:
+        return (lambda x, weight, bias, eps: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),
+                lambda x, weight, bias, eps: mojo.layer_norm(x, weight, bias, eps)[0])
+    if weighted:
+        return (lambda x, weight, eps: F.layer_norm(x, (x.shape[-1],), weight, None, eps),
+                lambda x, weight, eps: mojo.layer_norm(x, weight, None, eps)[0])
+    return (lambda x, eps: F.layer_norm(x, (x.shape[-1],), None, None, eps),
+            lambda x, eps: mojo.layer_norm(x, None, None, eps)[0])
+
+
+def _examples(weighted: bool, biased: bool) -> list[tuple]:
+    out = []
+    for dtype in (torch.bfloat16, torch.float32):
+        params = [torch.randn(8, dtype=dtype) for _ in range(int(weighted) + int(biased))]
+        out.append((torch.randn(2, 3, 8, dtype=dtype), *params))
+    return out
+
+
+for _name, (_weighted, _biased) in FORMS.items():
+    register_pattern(f"layer_norm.{_name}", *_forms(_weighted, _biased), _examples(_weighted, _biased),
+                     scalars={"eps": EPS}, extra_check=_check, family="layer_norm", tell_tales=TELL_TALES,
+                     lazy=True)

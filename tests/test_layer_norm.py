@@ -1,0 +1,130 @@
+"""LayerNorm -> `mojo::layer_norm`, a family declared through the extension API (ops/layer_norm.py,
+patterns/layer_norm.py, kernels/layer_norm.py: no central list edited). nn.LayerNorm with a weight and a bias, a
+weight alone, neither, a non-default eps, and F.layer_norm in user code: fused once; on the torch target eager's
+numbers bit for bit, gradients included (Inductor too); on ttx as accurate as eager against fp64. A norm over two
+dims is not matched; the ops pass opcheck; an input the kernels cannot take falls back with its reason."""
+import logging
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import mojo_compile
+from conftest import DEVICE, TARGETS, mojo_options
+from mojo_compile import lowering
+from test_cross_entropy import check_as_accurate
+
+FORMS = {  # name: (nn.LayerNorm kwargs, pattern)
+    "affine": (dict(), "layer_norm.F_layer_norm"),
+    "no_bias": (dict(bias=False), "layer_norm.F_layer_norm_no_bias"),
+    "no_affine": (dict(elementwise_affine=False), "layer_norm.F_layer_norm_no_affine"),
+    "eps": (dict(eps=1e-6), "layer_norm.F_layer_norm"),
+}
+
+
+class Block(nn.Module):
+    def __init__(self, hidden=96, **norm):
+        super().__init__()
+        self.up = nn.Linear(64, hidden)
+        self.norm = nn.LayerNorm(hidden, **norm)
+        self.down = nn.Linear(hidden, 8)
+
+    def forward(self, x):
+        return self.down(self.norm(self.up(x)))
+
+
+def block(form, dtype):
+    torch.manual_seed(0)
+    model = Block(**FORMS[form][0]).to(DEVICE, dtype)
+    with torch.no_grad():  # norm parameters away from their init (ones / zeros) so a wrong one would show
+        for p in model.norm.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    return model
+
+
+def step(model, x):
+    """Output and every gradient (input first, then the parameters by name) of one backward of a random gradient."""
+    model.zero_grad()
+    x = x.detach().clone().requires_grad_()
+    out = model(x)
+    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(out))
+    params = {name.removeprefix("_orig_mod."): p.grad.clone() for name, p in model.named_parameters()}
+    return out.detach(), {"x": x.grad, **params}
+
+
+@pytest.mark.parametrize("target", TARGETS + ["torch+inductor"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "fp32"])
+@pytest.mark.parametrize("form", list(FORMS))
+def test_fused_and_equal_to_eager(form, dtype, target):
+    if target == "torch+inductor" and form not in ("affine", "no_affine"):
+        pytest.skip("Inductor on the CPU is slow: two forms")
+    model = block(form, dtype)
+    x = torch.randn(3, 5, 64, device=DEVICE).to(dtype)
+    compiled = torch.compile(model, backend="mojo", options=mojo_options(target))
+    out, grads = step(compiled, x)
+    sites = [(s.pattern, s.op, s.target) for s in mojo_compile.last_report().sites]
+    assert sites == [(FORMS[form][1], "mojo.layer_norm", target.partition("+")[0])], sites
+    eager_out, eager_grads = step(model, x)
+    if target == "torch":  # aten's own layer norm and backward: bitwise
+        assert torch.equal(out, eager_out)
+        for name in grads:
+            assert torch.equal(grads[name], eager_grads[name]), name
+        return
+    exact = block(form, torch.float64)
+    exact.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    exact_out, exact_grads = step(exact, x.double())
+    check_as_accurate(out, eager_out, exact_out, dtype, "out")
+    for name in grads:
+        check_as_accurate(grads[name], eager_grads[name], exact_grads[name], dtype, name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_f_layer_norm_in_user_code(target):
+    """F.layer_norm with parameters given as tensors, rows of an odd width and a 2-D input."""
+    x = torch.randn(7, 37, device=DEVICE)
+    w, b = torch.randn(37, device=DEVICE), torch.randn(37, device=DEVICE)
+
+    def fn(x, w, b):
+        return F.layer_norm(x, (37,), w, b, 1e-3) * 2
+
+    out = torch.compile(fn, backend="mojo", options=mojo_options(target))(x, w, b)
+    assert [s.op for s in mojo_compile.last_report().sites] == ["mojo.layer_norm"]
+    assert torch.allclose(out, fn(x, w, b), rtol=1e-5, atol=1e-5)  # fp32: ttx sums in another order
+
+
+def test_a_norm_over_two_dims_is_not_matched():
+    x = torch.randn(3, 4, 16, device=DEVICE)
+
+    def fn(x):
+        return F.layer_norm(x, (4, 16))
+
+    out = torch.compile(fn, backend="mojo", options=mojo_options("torch"))(x)
+    assert mojo_compile.last_report().sites == [] and torch.equal(out, fn(x))
+
+
+@pytest.mark.skipif(len(TARGETS) < 2, reason="needs the ttx target")
+def test_weight_of_another_dtype_falls_back_with_its_reason(caplog):
+    """bf16 x with an fp32 weight: aten takes it (the torch reference does), the kernels do not."""
+    x = torch.randn(4, 32, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(32, device=DEVICE)
+    lowering._LOGGED.clear()
+    with caplog.at_level(logging.WARNING, logger="mojo_compile"):
+        y = torch.ops.mojo.layer_norm(x, w, None, 1e-5, target="ttx")[0]
+    assert torch.equal(y, F.layer_norm(x, (32,), w, None, 1e-5))
+    assert "layer_norm: ttx falls back to torch: a weight, bias or gradient of another dtype" in caplog.text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_opcheck(target):
+    x = torch.randn(3, 5, 40, device=DEVICE, requires_grad=True)
+    w, b = (torch.randn(40, device=DEVICE, requires_grad=True) for _ in range(2))
+    for args in ((x, w, b), (x, w, None), (x, None, None)):
+        torch.library.opcheck(torch.ops.mojo.layer_norm.default, (*args, 1e-5, target))
+
+
+def test_op_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="weight must be"):
+        torch.ops.mojo.layer_norm(torch.randn(2, 8), torch.randn(7), None, 1e-5)
+    with pytest.raises(ValueError, match="x must be"):
+        torch.ops.mojo.layer_norm(torch.randn(2, 8).long(), None, None, 1e-5)
