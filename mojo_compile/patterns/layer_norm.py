@@ -6,11 +6,11 @@
                                                            (elementwise_affine=False)
 
 In the pre-dispatch graph one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are written out by the
-canonicalisation rule registered here, so one pattern captures eps wherever the model gives or omits it. The op is aten's on the torch
-target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes what eager does;
-the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a reason: a norm over
-more than the last dim (normalized_shape of two or more sizes is another graph: not matched at all), x not a float
-tensor, a weight or bias that is not one value per column, eps a graph input (dynamic=True).
+canonicalisation rule registered here, so one pattern captures eps wherever the model gives or omits it. The op is
+aten's on the torch target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes
+what eager does; the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a
+reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph: not matched at
+all), x not a float tensor, a weight or bias that is not one value per column, eps a graph input (dynamic=True).
 """
 from __future__ import annotations
 
