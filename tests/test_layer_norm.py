@@ -3,6 +3,7 @@ patterns/layer_norm.py, kernels/layer_norm.py: no central list edited). nn.Layer
 weight alone, neither, a non-default eps, and F.layer_norm in user code: fused once; on the torch target eager's
 numbers bit for bit, gradients included (Inductor too); on ttx as accurate as eager against fp64. A norm over two
 dims is not matched; the ops pass opcheck; an input the kernels cannot take falls back with its reason."""
+import copy
 import logging
 
 import pytest
@@ -128,3 +129,46 @@ def test_op_rejects_bad_arguments():
         torch.ops.mojo.layer_norm(torch.randn(2, 8), torch.randn(7), None, 1e-5)
     with pytest.raises(ValueError, match="x must be"):
         torch.ops.mojo.layer_norm(torch.randn(2, 8).long(), None, None, 1e-5)
+
+
+# ------------------------------------------------------------------------------------------ tiny Hugging Face models
+HF_FAMILIES = {
+    "gpt_neox": lambda t: t.GPTNeoXConfig(**_HF_COMMON),
+    "stablelm": lambda t: t.StableLmConfig(**_HF_COMMON, num_key_value_heads=2),
+    "starcoder2": lambda t: t.Starcoder2Config(**_HF_COMMON, num_key_value_heads=2),
+    "phi": lambda t: t.PhiConfig(**_HF_COMMON),  # Phi-2: parallel attention and MLP read one LayerNorm
+}
+_HF_COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  max_position_embeddings=256)
+
+
+@pytest.mark.parametrize("family", list(HF_FAMILIES))
+def test_hf_models_every_layer_norm_fused(family):
+    """Unmodified tiny HF models (bf16, with labels), torch target: every nn.LayerNorm of the model is one fused
+    site; logits bit for bit those of the same Dynamo graph run eagerly; every gradient as accurate as eager's
+    against an fp64 copy."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(HF_FAMILIES[family](transformers))
+    with torch.no_grad():  # norm parameters away from their init so a wrong one would show
+        for module in model.modules():
+            if isinstance(module, nn.LayerNorm):
+                for p in module.parameters():
+                    p.add_(0.2 * torch.randn_like(p))
+    model = model.to(DEVICE, torch.bfloat16)
+    golden = copy.deepcopy(model).double()
+    norms = sum(isinstance(m, nn.LayerNorm) for m in model.modules())
+    ids = torch.randint(3, 256, (2, 12), device=DEVICE)
+    options = dict(mojo_options("torch"), disable=["attention"])  # attention: equal to eager only to a tolerance
+    out = torch.compile(model, backend="mojo", options=options)(input_ids=ids, labels=ids)
+    out.loss.backward()
+    assert mojo_compile.last_report().counts().get("mojo.layer_norm") == norms
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    ref = torch.compile(model, backend="eager")(input_ids=ids, labels=ids)
+    ref.loss.backward()
+    assert torch.equal(out.logits, ref.logits)
+    exact = golden(input_ids=ids, labels=ids)
+    exact.loss.backward()
+    for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
+        check_as_accurate(got[name], p.grad, p64.grad, torch.bfloat16, name)
