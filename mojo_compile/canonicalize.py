@@ -290,7 +290,11 @@ def register_rule(op, rule: Callable[[Node], Optional[Node]]) -> None:
     the model's graph and on every pattern's trace alike. One rule per op."""
     if RULES.get(op, rule) is not rule:
         raise ValueError(f"mojo: {op} already has a canonicalisation rule")
+    if RULES.get(op) is rule:
+        return
     RULES[op] = rule
+    from . import patterns  # patterns traced before the rule existed are traced again, under it
+    patterns.forget_traces()
 
 
 def canonicalize(graph_or_module: Graph | GraphModule) -> int:

@@ -172,3 +172,33 @@ def test_hf_models_every_layer_norm_fused(family):
     exact.loss.backward()
     for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
         check_as_accurate(got[name], p.grad, p64.grad, torch.bfloat16, name)
+
+
+def test_fp64_is_left_to_eager():
+    """The op takes bf16 / fp16 / fp32: an fp64 LayerNorm is not fused (and does not fail), eager's numbers."""
+    x, w = torch.randn(4, 16, dtype=torch.float64, device=DEVICE), torch.randn(16, dtype=torch.float64, device=DEVICE)
+
+    def fn(x, w):
+        return F.layer_norm(x, (16,), w, w, 1e-5)
+
+    out = torch.compile(fn, backend="mojo", options=mojo_options("torch"))(x, w)
+    assert mojo_compile.last_report().sites == [] and torch.equal(out, fn(x, w))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_under_autocast_as_eager(target):
+    """Under autocast eager's layer_norm runs in fp32 on CUDA (autocast's fp32 list; the result is fp32) and in the
+    input dtype on the CPU: the op's result has eager's dtype and values."""
+    model = block("affine", torch.float32)
+    x = torch.randn(3, 5, 96, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        out = torch.compile(model.norm, backend="mojo", options=mojo_options(target))(x.to(torch.bfloat16))
+        ref = model.norm(x.to(torch.bfloat16))
+    assert [s.op for s in mojo_compile.last_report().sites] == ["mojo.layer_norm"]
+    assert out.dtype == ref.dtype
+    if target == "torch":
+        assert torch.equal(out, ref)
+    elif out.dtype == torch.float32:  # CUDA: fp32 math either way, sums in another order
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    else:  # the CPU: bf16 x with the fp32 weight, which the kernels leave to the torch reference
+        assert torch.equal(out, ref)

@@ -164,3 +164,55 @@ def test_builtin_families_are_found_without_a_list():
             "linear_cross_entropy"} <= set(patterns.BUILTIN_MODULES)
     families = {p.family for p in mojo_compile.registered_patterns()}
     assert {"rms_norm", "gated_act", "rope", "attention", "cross_entropy", "linear_cross_entropy"} <= families
+
+
+def test_an_entry_point_registering_patterns_is_called_once(monkeypatch, caplog):
+    """A fusion function registering its patterns while the built-ins load (register_pattern loads them first):
+    called once, no warning."""
+    calls = []
+
+    def register():
+        calls.append(1)
+        mojo_compile.register_pattern("ep.relu_cubed", lambda x: F.relu(x) ** 3, lambda x: F.relu(x) ** 3,
+                                      [(torch.randn(8, 16),)], family="ep")
+
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group=None: [_EntryPoint("ep", register)] if group == patterns.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(patterns, "_ENTRY_POINTS_LOADED", False)
+    patterns._load_builtins.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="mojo_compile"):
+            patterns.load_fusions()
+        assert calls == [1] and "failed to load" not in caplog.text
+    finally:
+        mojo_compile.unregister_pattern("ep.relu_cubed")
+
+
+def test_a_canonicalisation_rule_added_later_retraces_the_patterns():
+    """A rule registered after patterns were traced applies to their traces too: they still match what the rule
+    makes of the model's graph (here silu spelled out as x * sigmoid(x), under a gated MLP's pattern)."""
+    from mojo_compile import canonicalize
+
+    def gated(g, u):
+        return F.silu(g) * u
+
+    g, u = torch.randn(4, 32, device=DEVICE), torch.randn(4, 32, device=DEVICE)
+    options = mojo_options("torch")
+
+    def spelled_out(node):
+        with node.graph.inserting_before(node):
+            sig = node.graph.call_function(torch.ops.aten.sigmoid.default, (node.args[0],))
+            return node.graph.call_function(torch.ops.aten.mul.Tensor, (node.args[0], sig))
+
+    torch.compile(gated, backend="mojo", options=options)(g, u)
+    assert [s.op for s in mojo_compile.last_report().sites] == ["mojo.gated_act"]
+    canonicalize.register_rule(torch.ops.aten.silu.default, spelled_out)
+    try:
+        torch._dynamo.reset()
+        mojo_compile.reset_report()
+        out = torch.compile(gated, backend="mojo", options=options)(g, u)
+        assert [s.op for s in mojo_compile.last_report().sites] == ["mojo.gated_act"]
+        assert torch.equal(out, gated(g, u))
+    finally:
+        canonicalize.RULES.pop(torch.ops.aten.silu.default)
+        patterns.forget_traces()

@@ -175,7 +175,8 @@ def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
             impl = _TABLES[target][op]
             return impl.fn if impl.traceable(*args) else None
         log_fallback_once(op, target, reason)
-    return reference.TABLE[op].fn
+    impl = reference.TABLE[op]
+    return impl.fn if impl.traceable(*args) else None
 
 
 def inline_in_inner_compiler(op_def, name: str) -> None:

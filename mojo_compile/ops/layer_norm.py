@@ -91,6 +91,9 @@ def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
 
 
 layer_norm.register_autograd(_backward, setup_context=_setup)
+# Under CUDA autocast aten's layer_norm runs in fp32 (autocast's fp32 list): its inputs cast up, an fp32 result.
+# The op does the same. (CPU autocast leaves layer_norm alone, and so does the op.)
+torch.library.register_autocast("mojo::layer_norm", "cuda", torch.float32)
 lowering.inline_in_inner_compiler(layer_norm, "layer_norm")
 lowering.inline_in_inner_compiler(layer_norm_backward, "layer_norm_backward")
 

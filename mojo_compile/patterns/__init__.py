@@ -253,10 +253,18 @@ def _load_builtins() -> None:
     _load_entry_points()
 
 
+_ENTRY_POINTS_LOADED = False
+
+
 def _load_entry_points() -> None:
     """Fusions of other packages: each entry point of the group `mojo_compile.fusions` names a module (or a
     callable) whose import (or call) registers its ops, patterns and implementations through the same API as the
-    built-ins. One that fails to load is logged and skipped: the built-ins still run."""
+    built-ins. One that fails to load is logged and skipped: the built-ins still run. Once per process: a fusion's
+    own register_pattern comes back here through _load_builtins (whose cache fills only when it returns)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
     from importlib.metadata import entry_points
 
     for point in entry_points(group=ENTRY_POINT_GROUP):
@@ -278,6 +286,13 @@ def registered_patterns() -> list[Pattern]:
 def _register_replacement_kwargs() -> set:
     from torch._inductor.pattern_matcher import register_replacement
     return set(inspect.signature(register_replacement).parameters)
+
+
+def forget_traces() -> None:
+    """Every pattern traced again on next use (a canonicalisation rule added since changes what its trace is)."""
+    for pattern in _PATTERNS.values():
+        _forget_traces(pattern)
+        pattern._passes = None
 
 
 def _compile(pattern: Pattern) -> None:

@@ -10,7 +10,8 @@ canonicalisation rule registered here, so one pattern captures eps wherever the 
 aten's on the torch target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes
 what eager does; the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a
 reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph: not matched at
-all), x not a float tensor, a weight or bias that is not one value per column, eps a graph input (dynamic=True).
+all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one value per column, eps a graph
+input (dynamic=True).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ mojo = torch.ops.mojo
 
 EPS = 1.2345e-5  # the trace value of the captured eps: unlike any other literal of the pattern
 TELL_TALES = (aten.layer_norm.default,)
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)  # the op's (fp64 stays eager's)
 FORMS = {  # name: (weight, bias)
     "F_layer_norm": (True, True),
     "F_layer_norm_no_bias": (True, False),
@@ -41,8 +43,8 @@ def _check(match) -> bool:
     x = match_value(match, "x")
     if x is None:
         return refuse("x has no tensor value")
-    if not x.dtype.is_floating_point or x.dim() == 0:
-        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a float tensor with columns")
+    if x.dtype not in FLOAT_DTYPES or x.dim() == 0:
+        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a bf16 / fp16 / fp32 tensor with columns")
     if symbolic_scalar(match, "eps"):
         return refuse("eps is a graph input (dynamic=True), not a constant")
     for name in ("weight", "bias"):
