@@ -306,7 +306,7 @@ class HeadWeight(nn.Module):  # Cohere-style (H, D) weight: not one value per co
 # name -> (module, input shape, patterns that may match). The spelling as a whole must never match; where its
 # fp32 core (x32 * rsqrt(mean(x32^2) + eps)) is intact, that core alone is a valid unweighted norm of the upcast.
 NEGATIVE = {
-    "nn.LayerNorm": (lambda: nn.LayerNorm(64), (3, 64), []),
+    "nn.LayerNorm": (lambda: nn.LayerNorm(64), (3, 64), ["layer_norm.F_layer_norm"]),  # its own family, no RMSNorm
     "cohere_layernorm": (lambda: CohereLayerNorm(64), (3, 64), []),
     "other_dim": (lambda: OtherDim(64), (3, 64, 64), []),
     "unsqueezed_into_another_dim": (lambda: OtherDimUnsqueezed(64), (3, 64, 64), []),
