@@ -152,6 +152,7 @@ def test_fusions_found_through_the_entry_point_group(monkeypatch, caplog):
               _EntryPoint("good", lambda: called.append("registered"))]
     monkeypatch.setattr(importlib.metadata, "entry_points",
                         lambda group=None: points if group == patterns.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(patterns, "_ENTRY_POINTS_LOADED", False)  # (loaded once per process: again here)
     with caplog.at_level(logging.WARNING, logger="mojo_compile"):
         patterns._load_entry_points()
     assert called == ["registered"]
