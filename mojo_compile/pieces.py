@@ -86,13 +86,18 @@ def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
             continue
         seen = min((order[u] for u in node.users), default=order[node]) if node.op == "placeholder" else order[node]
         first_seen[storage] = min(first_seen.get(storage, seen), seen)
-    blocked = [False] * len(order)
+    spans = [0] * (len(order) + 1)  # +1 where a blocked span opens, -1 past where it closes: one pass, not N x span
     for node in gm.graph.nodes:
         for written in written_by(node):
             storage = _storage(written.meta.get("val"))
             start = first_seen.get(storage, order[written]) if storage is not None else order[written]
-            for i in range(start + 1, order[node] + 1):
-                blocked[i] = True
+            if start < order[node]:
+                spans[start + 1] += 1
+                spans[order[node] + 1] -= 1
+    blocked, open_spans = [], 0
+    for change in spans[:-1]:
+        open_spans += change
+        blocked.append(open_spans > 0)
     return blocked
 
 

@@ -38,8 +38,8 @@ except ImportError:  # pragma: no cover
         return fn
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "sm_count", "inductor_accesses", "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES",
-           "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise"]
+           "sm_count", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
+           "ACT_CODES", "CAST_CODES", "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise"]
 
 
 class NotInlinable(RuntimeError):
@@ -219,6 +219,11 @@ def as_bytes(mask: torch.Tensor) -> torch.Tensor:
     subclass (fake / functional while traced: Inductor cannot lower a view of bool as another dtype, and fuses the
     conversion into the mask's producer)."""
     return mask.view(torch.uint8) if type(mask) is torch.Tensor else mask.to(torch.uint8)
+
+
+def contiguous_rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] as a contiguous [M, N] (a view when it already is): the row kernels index rows * N + cols."""
+    return t.reshape(-1, t.shape[-1]).contiguous()
 
 
 def size_hint(n, fallback: int = 4096) -> int:

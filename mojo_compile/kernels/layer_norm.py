@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import interpreting, round_to, sm_count, wrap_triton, writes
+from .common import contiguous_rows, interpreting, round_to, sm_count, wrap_triton, writes
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 
@@ -84,11 +84,6 @@ def _bwd_kernel(DY, X, W, MEAN, RSTD, DX, DW, DB, M, N, rows_per_program, HAS_W:
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """[..., N] as a contiguous [M, N] (a view when it already is)."""
-    return t.reshape(-1, t.shape[-1]).contiguous()
-
-
 def fwd_config(n: int, m) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps): about 4K elements a program for short rows, one row of more warps for long
     ones; few rows (static m under the SM count on a GPU): one row per program. Not yet swept on a GPU: the RMSNorm
@@ -104,7 +99,7 @@ def fwd_config(n: int, m) -> tuple[int, int, int]:
 def layer_norm_fwd(x, weight, bias, eps, config=None):
     """(y like x, mean and rstd fp32 shaped x.shape[:-1]). `config` = (BLOCK_M, num_warps) overrides."""
     n = x.shape[-1]
-    x2 = _rows(x)
+    x2 = contiguous_rows(x)
     m = x2.shape[0]
     y_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     mean_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
@@ -124,7 +119,7 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     """(grad_x like x, grad_weight, grad_bias): the parameters' gradients in x's dtype (the launcher takes weight
     and bias of x's dtype) where asked for, else empty. `config` = (BLOCK_M, num_warps, programs per SM)."""
     n = x.shape[-1]
-    x2, dy2 = _rows(x), _rows(grad_y)
+    x2, dy2 = contiguous_rows(x), contiguous_rows(grad_y)
     m = x2.shape[0]
     dx = torch.empty_like(x2)
     weight_grad = weight is not None and weight_grad

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CAST_CODES, interpreting, normalise, round_to, sm_count, wrap_triton, writes
+from .common import CAST_CODES, contiguous_rows, interpreting, normalise, round_to, sm_count, wrap_triton, writes
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
@@ -173,11 +173,6 @@ def _bwd_loop_kernel(DY, X, W, RSTD, DRES, DX, DW, M, N, rows_per_program, weigh
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """[..., N] as a contiguous [M, N] (a view when it already is)."""
-    return t.reshape(-1, t.shape[-1]).contiguous()
-
-
 # (BLOCK_M, num_warps) by BLOCK_N for (norm, add + norm): the best of a sweep on an H200, bf16, 16384 rows
 # (benchmarks/tune_norms.py). Other widths use the formula in _fwd_config.
 _FWD_TUNED = {128: ((16, 4), (8, 4)), 2048: ((1, 2), (1, 8)), 4096: ((2, 16), (1, 8)), 8192: ((2, 16), (1, 16))}
@@ -210,8 +205,8 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps[, EVICT])
     or ("loop", BLOCK_N, num_warps) overrides the heuristic (benchmarks/tune_norms.py)."""
     n = x.shape[-1]
-    x2 = _rows(x)
-    r2 = _rows(residual) if residual is not None else None
+    x2 = contiguous_rows(x)
+    r2 = contiguous_rows(residual) if residual is not None else None
     m = x2.shape[0]
     # Allocated in the result's shape and handed to the kernel as [M, N] views: an op output that is a view of
     # another tensor cannot be modified in place by the caller under autograd.
@@ -243,8 +238,8 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
 def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad, config=None):
     """Returns (grad_x, grad_weight or an empty tensor). `config` = (BLOCK_M, num_warps, programs per SM)."""
     n = x.shape[-1]
-    x2, dy2 = _rows(x), _rows(grad_y)
-    dres2 = _rows(grad_residual) if grad_residual is not None else None
+    x2, dy2 = contiguous_rows(x), contiguous_rows(grad_y)
+    dres2 = contiguous_rows(grad_residual) if grad_residual is not None else None
     rstd1 = rstd.reshape(-1).contiguous()
     m = x2.shape[0]
     dx = torch.empty_like(x2)

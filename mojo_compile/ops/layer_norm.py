@@ -12,8 +12,9 @@ Backward `mojo::layer_norm_backward(grad_y, x, weight, mean, rstd, eps, weight_g
 grad_weight, grad_bias); a parameter gradient not asked for is an empty tensor, never computed.
 
 Implementations:
-  torch  aten's own layer norm and its backward: eager's numbers, bitwise. The backward recomputes the row
-         statistics with aten (on the CPU aten keeps them in x's dtype, not fp32), so it is eager's exactly.
+  torch  aten's own layer norm and its backward: eager's numbers, bitwise. The backward takes the saved fp32
+         statistics where aten keeps fp32 ones, and recomputes them with aten where it does not (bf16 / fp16 on
+         the CPU), so it is eager's exactly.
   ttx    kernels/layer_norm.py: rows up to MAX_FUSED_N, weight and bias in x's dtype, contiguous rows.
 """
 from __future__ import annotations
@@ -109,10 +110,20 @@ def reference(x, weight, bias, eps):
     return y.contiguous(), mean.reshape(stats_shape).float(), rstd.reshape(stats_shape).float()
 
 
+def _aten_keeps_fp32_statistics(x) -> bool:
+    """aten's layer norm keeps its row statistics in fp32 on CUDA and for fp32 input; on the CPU a bf16 / fp16
+    input's are rounded to that dtype."""
+    return x.device.type != "cpu" or x.dtype == torch.float32
+
+
 def reference_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad):
-    # aten's own statistics (x's dtype on the CPU, fp32 on CUDA): eager's backward, bitwise
+    # aten's backward on aten's own statistics: eager's gradients, bitwise. Where aten keeps them in fp32 they are
+    # the saved ones; on the CPU with bf16 / fp16 they are recomputed, rounded as aten rounds them.
     n, dtype = x.shape[-1], weight.dtype if weight is not None else x.dtype
-    _, aten_mean, aten_rstd = torch.ops.aten.native_layer_norm(x, [n], weight, None, eps)
+    if _aten_keeps_fp32_statistics(x):
+        aten_mean, aten_rstd = mean.unsqueeze(-1), rstd.unsqueeze(-1)
+    else:
+        _, aten_mean, aten_rstd = torch.ops.aten.native_layer_norm(x, [n], weight, None, eps)
     bias_like = x.new_zeros((n,), dtype=dtype) if bias_grad else None  # aten reads only its dtype and device
     dx, dw, db = torch.ops.aten.native_layer_norm_backward(grad_y, x, [n], aten_mean, aten_rstd, weight, bias_like,
                                                            _output_mask(weight, weight_grad, bias_grad))

@@ -10,8 +10,8 @@ canonicalisation rule registered here, so one pattern captures eps wherever the 
 aten's on the torch target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes
 what eager does; the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a
 reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph: not matched at
-all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one value per column, eps a graph
-input (dynamic=True).
+all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one value per
+column, eps a graph input (dynamic=True).
 """
 from __future__ import annotations
 
