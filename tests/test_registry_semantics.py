@@ -27,7 +27,10 @@ def x_bf16(n=32):
 
 @pytest.fixture
 def registry():
-    """Restore the registry (contents and order) after a test that changes it."""
+    """Restore the registry (contents and order) after a test that changes it. The built-ins load first: a
+    snapshot taken before they had loaded would restore an empty registry, and their modules register only once,
+    on import (a worker that ran this test first then fused nothing)."""
+    patterns.load_fusions()
     saved, builtin = dict(patterns._PATTERNS), set(patterns._BUILTIN_NAMES)
     yield
     for name, pattern in patterns._PATTERNS.items():
