@@ -1,12 +1,13 @@
-"""RMSNorm and residual-add + RMSNorm on the GPU: eager / Inductor / Liger / mojo, side by side.
+"""RMSNorm, residual-add + RMSNorm and LayerNorm on the GPU: eager / Inductor / Liger / mojo, side by side.
 
-    python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096]
+    python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096] [--ops layer_norm]
 
-Every implementation runs the HF Llama spelling (bf16, eps 1e-6): eager is the spelling itself, Inductor is
-`torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama"), mojo is
-`torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo op, whose Triton kernels the
-default inner compiler, Inductor, launches from its own code). Forward times are medians of CUDA-graph replays (GPU
-time, no Python launch overhead for anyone); forward + backward times are medians of plain calls
+The RMSNorms run the HF Llama spelling (bf16, eps 1e-6); LayerNorm runs `F.layer_norm` with weight and bias (bf16,
+eps 1e-5: the call nn.LayerNorm makes in GPT-NeoX, StableLM, StarCoder2 and Phi). Eager is the spelling itself,
+Inductor is `torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama")
+/ LigerLayerNormFunction, mojo is `torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo
+op, whose Triton kernels the default inner compiler, Inductor, launches from its own code). Forward times are
+medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians of plain calls
 (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an ideal
 kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
 """
@@ -39,16 +40,28 @@ def add_llama_rms_norm(x, residual, weight):
     return llama_rms_norm(total, weight), total
 
 
+LN_EPS = 1e-5
+
+
+def layer_norm(x, weight, bias):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, LN_EPS)
+
+
+SPELLINGS = {"rms_norm": llama_rms_norm, "add_rms_norm": add_llama_rms_norm, "layer_norm": layer_norm}
+
+
 def implementations(op: str, peers):
-    fn = llama_rms_norm if op == "rms_norm" else add_llama_rms_norm
+    fn = SPELLINGS[op]
     impls = {
         "eager": fn,
         "inductor": torch.compile(fn, dynamic=False),
         "mojo": torch.compile(fn, backend="mojo", dynamic=False),  # Inductor inner: it launches the Mojo kernels
     }
     if peers is not None:
-        rms, add_rms = peers
-        if op == "rms_norm":
+        rms, add_rms, ln = peers
+        if op == "layer_norm":
+            impls["liger"] = lambda x, w, b: ln.LigerLayerNormFunction.apply(x, w, b, LN_EPS)
+        elif op == "rms_norm":
             impls["liger"] = lambda x, w: rms.LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
         else:
             impls["liger"] = lambda x, r, w: add_rms.LigerFusedAddRMSNormFunction.apply(x, r, w, EPS, 0.0, "llama",
@@ -58,6 +71,10 @@ def implementations(op: str, peers):
 
 def reference(op, inputs):
     """fp64 of the same spelling (roundings of the bf16 spelling kept where they are part of its definition)."""
+    if op == "layer_norm":
+        x, w, b = (t.double() for t in inputs)
+        centred = x - x.mean(-1, keepdim=True)
+        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + LN_EPS) * w + b,
     if op == "rms_norm":
         x, w = inputs
         x64 = x.double()
@@ -71,14 +88,17 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
     impls = implementations(op, peers)
     names = list(impls)
     rows_fwd, rows_train = [], []
-    fwd_bytes = 2 if op == "rms_norm" else 4  # tensors of [M, N] moved
-    train_bytes = 5 if op == "rms_norm" else 8
+    fwd_bytes = 4 if op == "add_rms_norm" else 2  # tensors of [M, N] moved
+    train_bytes = 8 if op == "add_rms_norm" else 5
     for hidden in hidden_list:
         for tokens in tokens_list:
             torch.manual_seed(0)
             x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
             w = (1 + 0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)
-            inputs = [x, w] if op == "rms_norm" else [x, torch.randn_like(x), w]
+            if op == "layer_norm":
+                inputs = [x, w, (0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)]
+            else:
+                inputs = [x, w] if op == "rms_norm" else [x, torch.randn_like(x), w]
             ref = reference(op, inputs)
             fwd, train, errs = {}, {}, {}
             for name, impl in impls.items():
@@ -116,6 +136,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="only the large shapes")
     parser.add_argument("--tokens", help="comma-separated token counts (default 1,128,4096,16384)")
     parser.add_argument("--hidden", help="comma-separated hidden sizes (default 2048,4096,8192)")
+    parser.add_argument("--ops", default="rms_norm,add_rms_norm,layer_norm", help="comma-separated ops")
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     copy_bw = copy_bandwidth()
@@ -125,7 +146,7 @@ def main():
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else tokens
     hidden = [int(h) for h in args.hidden.split(",")] if args.hidden else hidden
     peers = liger()
-    for op in ("rms_norm", "add_rms_norm"):
+    for op in args.ops.split(","):
         mojo_compile.reset_report()
         run(op, tokens, hidden, peers, copy_bw)
         counts = mojo_compile.last_report().counts()

@@ -31,8 +31,9 @@ def copy_bandwidth() -> float:
 def liger() -> Optional[object]:
     try:
         import liger_kernel.ops.fused_add_rms_norm as add_rms
+        import liger_kernel.ops.layer_norm as layer_norm
         import liger_kernel.ops.rms_norm as rms
-        return rms, add_rms
+        return rms, add_rms, layer_norm
     except Exception as e:
         print(f"Liger Kernel not importable ({type(e).__name__}: {e}); its column stays empty")
         return None
