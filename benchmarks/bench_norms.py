@@ -7,8 +7,8 @@ eps 1e-5: the call nn.LayerNorm makes in GPT-NeoX, StableLM, StarCoder2 and Phi)
 Inductor is `torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama")
 / LigerLayerNormFunction, mojo is `torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo
 op, whose Triton kernels the default inner compiler, Inductor, launches from its own code). Forward times are
-medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians of plain calls
-(`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an ideal
+medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians
+of plain calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an ideal
 kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
 """
 from __future__ import annotations
