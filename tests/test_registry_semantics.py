@@ -128,6 +128,29 @@ def test_duplicate_names_need_replace(registry):
     torch.testing.assert_close(out, search(x, 1e-5) * 0.5)  # the new replacement's scale 0.25 (vs 0.5)
 
 
+def test_a_tensor_parameter_matches_only_a_tensor(registry):
+    """Inductor's KeywordArg matches any value: a pattern traced with a tensor weight would match a product with a
+    Python float (or a layer norm a call whose bias is None) and hand the replacement that value. Only a graph tensor
+    binds a tensor parameter; the float product stays eager's (here the replacement would make it 3x)."""
+    def search(x, w, eps):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def replace(x, w, eps):
+        return mojo.rms_norm(x, None, eps, 0.0, "output")[0] * w * 3
+
+    mojo_compile.register_pattern("user.scaled_norm", search, replace, [(torch.randn(4, 8), torch.randn(8))],
+                                  scalars={"eps": 1.2345e-3}, priority=100)
+    x, w = torch.randn(3, 8, device=DEVICE), torch.randn(8, device=DEVICE)
+    out = compiled(lambda x: search(x, 2.0, 1e-5))(x)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["rms_norm.unweighted"]  # the norm inside only
+    torch.testing.assert_close(out, search(x, 2.0, 1e-5))
+    torch._dynamo.reset()
+    mojo_compile.reset_report()
+    out = compiled(lambda x, w: search(x, w, 1e-5))(x, w)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["user.scaled_norm"]
+    torch.testing.assert_close(out, search(x, w, 1e-5) * 3)
+
+
 def test_unregister(registry):
     with pytest.raises(mojo_compile.PatternError, match=r"no pattern named 'rms_norm.lama'.*'rms_norm.llama'"):
         mojo_compile.unregister_pattern("rms_norm.lama")

@@ -67,6 +67,12 @@ class Pattern:
     tell_tales: tuple = ()
     _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
 
+    @property
+    def tensor_params(self) -> list[str]:
+        """The search function's parameters traced with a tensor (the scalars and any other constant left out)."""
+        names = [p for p in inspect.signature(self.search).parameters if p not in self.scalars]
+        return [name for name, value in zip(names, self.example_inputs[0]) if isinstance(value, torch.Tensor)]
+
     def enabled(self, disabled: Sequence[str]) -> bool:
         return not any(self.disabled_by(d) for d in disabled)
 
@@ -336,6 +342,23 @@ def unmodelled_kwarg(match) -> Optional[str]:
     return None
 
 
+def _not_a_tensor(pattern: Pattern, match) -> Optional[str]:
+    """Why `match` binds a parameter the pattern traced as a tensor to something else (None if it does not):
+    Inductor's KeywordArg matches any value, so `F.layer_norm(x, s, weight, bias)` would match a call whose bias is
+    None, and `x * weight` a product with a Python float. Such a call is another computation (its own pattern, or
+    eager's). Some torch versions hand extra_check the match of a re-trace with the bound values, in which a None
+    is a constant and its parameter is missing: missing counts too."""
+    for name in pattern.tensor_params:
+        value = match.kwargs.get(name, _UNBOUND)
+        if not isinstance(value, Node):
+            bound = "left out of the match" if value is _UNBOUND else f"bound to {value!r}"
+            return f"{name}, traced as a tensor, is {bound}: not the computation the pattern models"
+    return None
+
+
+_UNBOUND = object()
+
+
 def _written_later(match) -> Optional[str]:
     """A matched output that an in-place op writes afterwards (`h = x + r; y = norm(h); h.mul_(2)`), or an input the
     matched code reads that one writes after the match (`y = norm(h); h.mul_(2)`): the Mojo op saves its inputs and
@@ -411,7 +434,7 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     not carry that metadata over in every version). The verdict -- (pattern name, None or why it refused) -- is
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
-    reason = unmodelled_kwarg(match) or _written_later(match)
+    reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
     _REFUSAL["verdict"] = (pattern.name, reason)
