@@ -94,6 +94,17 @@ def test_f_layer_norm_in_user_code(target):
     assert torch.allclose(out, fn(x, w, b), rtol=1e-5, atol=1e-5)  # fp32: ttx sums in another order
 
 
+@pytest.mark.parametrize("form", ["no_bias", "no_affine"])
+def test_a_form_is_claimed_by_its_own_pattern_only(form):
+    """The affine pattern's bias (and weight) parameters do not bind a None: with the form's own pattern disabled the
+    norm is left to eager, not claimed by the affine one (whose check torch 2.11 hands a match without the None)."""
+    model = block(form, torch.float32)
+    x = torch.randn(3, 5, 64, device=DEVICE)
+    options = {**mojo_options("torch"), "disable": [FORMS[form][1]]}
+    out = torch.compile(model, backend="mojo", options=options)(x)
+    assert mojo_compile.last_report().sites == [] and torch.equal(out, model(x))
+
+
 def test_a_norm_over_two_dims_is_not_matched():
     x = torch.randn(3, 4, 16, device=DEVICE)
 

@@ -151,6 +151,26 @@ def test_a_tensor_parameter_matches_only_a_tensor(registry):
     torch.testing.assert_close(out, search(x, w, 1e-5) * 3)
 
 
+def test_a_tensor_parameter_left_out_of_the_match_counts_as_none():
+    """torch 2.11 hands extra_check the match of a re-trace, where a None bound to a parameter is a constant and the
+    parameter is missing from match.kwargs: that is a None, refused unless the pattern declares it optional."""
+    from types import SimpleNamespace
+
+    from mojo_compile.patterns import _not_a_tensor
+
+    pattern = SimpleNamespace(tensor_params=["x", "weight"], optional=())
+    node = torch.fx.Graph().placeholder("x")
+    assert "weight, traced as a tensor, is left out of the match" in _not_a_tensor(pattern, SimpleNamespace(
+        kwargs={"x": node}))
+    assert "weight, traced as a tensor, is bound to 2.0" in _not_a_tensor(pattern, SimpleNamespace(
+        kwargs={"x": node, "weight": 2.0}))
+    assert _not_a_tensor(pattern, SimpleNamespace(kwargs={"x": node, "weight": node})) is None
+    pattern.optional = ("weight",)
+    assert _not_a_tensor(pattern, SimpleNamespace(kwargs={"x": node})) is None
+    assert _not_a_tensor(pattern, SimpleNamespace(kwargs={"x": node, "weight": None})) is None
+    assert "bound to 2.0" in _not_a_tensor(pattern, SimpleNamespace(kwargs={"x": node, "weight": 2.0}))
+
+
 def test_unregister(registry):
     with pytest.raises(mojo_compile.PatternError, match=r"no pattern named 'rms_norm.lama'.*'rms_norm.llama'"):
         mojo_compile.unregister_pattern("rms_norm.lama")

@@ -65,6 +65,7 @@ class Pattern:
     priority: int = 0
     family: str = ""
     tell_tales: tuple = ()
+    optional: tuple = ()  # tensor parameters that may bind None too
     _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
 
     @property
@@ -114,6 +115,7 @@ def register_pattern(
     priority: int = 0,
     family: Optional[str] = None,
     tell_tales: Sequence = (),
+    optional: Sequence[str] = (),
     lazy: bool = False,
     replace: bool = False,
 ) -> Pattern:
@@ -129,6 +131,9 @@ def register_pattern(
         from -1000 to 1000 (PRIORITY_RANGE).
     family: the group a pattern belongs to (`options={"disable": [family or name glob]}` turns it off).
     tell_tales: ATen ops whose presence after rewriting means a site of this family was left unfused (reported).
+    optional: tensor parameters that may also bind None (an optional argument such as cross_entropy's weight, the
+        check then deciding from the matched node). Any other tensor parameter binds only a tensor of the graph:
+        Inductor's matcher would bind it to a None or a Python number as well, which is another computation.
     lazy: trace on first use instead of now (the built-ins use this to keep `import mojo_compile` fast).
     replace: replace the pattern registered under `name` (a built-in too). Without it a name already taken -- by
         a built-in as well, loaded or not yet -- is a PatternError.
@@ -151,16 +156,17 @@ def register_pattern(
     if list(inspect.signature(replacement).parameters) != params:
         raise PatternError(f"pattern {name!r}: search{tuple(params)} and replace"
                            f"{tuple(inspect.signature(replacement).parameters)} must take the same parameters")
-    unknown = set(scalars) - set(params)
+    unknown = (set(scalars) | set(optional)) - set(params)
     if unknown:
-        raise PatternError(f"pattern {name!r}: scalars {sorted(unknown)} are not parameters of search{tuple(params)}")
+        raise PatternError(f"pattern {name!r}: scalars / optional {sorted(unknown)} are not parameters of "
+                           f"search{tuple(params)}")
     input_sets = _as_input_sets(example_inputs)
     for inputs in input_sets:
         if len(inputs) != len(params) - len(scalars):
             raise PatternError(f"pattern {name!r}: {len(inputs)} example inputs for the {len(params) - len(scalars)} "
                                f"non-scalar parameters of search{tuple(params)}")
     pattern = Pattern(name, search, replacement, input_sets, scalars, extra_check, priority,
-                      family or name.split(".")[0], tuple(tell_tales))
+                      family or name.split(".")[0], tuple(tell_tales), tuple(optional))
     if name in _PATTERNS:  # replace=True: the old one's traces must not make the new one's look like duplicates
         _forget_traces(_PATTERNS[name])
     if not lazy:
@@ -347,10 +353,11 @@ def _not_a_tensor(pattern: Pattern, match) -> Optional[str]:
     Inductor's KeywordArg matches any value, so `F.layer_norm(x, s, weight, bias)` would match a call whose bias is
     None, and `x * weight` a product with a Python float. Such a call is another computation (its own pattern, or
     eager's). Some torch versions hand extra_check the match of a re-trace with the bound values, in which a None
-    is a constant and its parameter is missing: missing counts too."""
+    is a constant and its parameter is missing: missing counts as None. A pattern's `optional` parameters may be
+    None (their check reads the matched node)."""
     for name in pattern.tensor_params:
         value = match.kwargs.get(name, _UNBOUND)
-        if not isinstance(value, Node):
+        if not isinstance(value, Node) and not (name in pattern.optional and value in (None, _UNBOUND)):
             bound = "left out of the match" if value is _UNBOUND else f"bound to {value!r}"
             return f"{name}, traced as a tensor, is {bound}: not the computation the pattern models"
     return None

@@ -153,4 +153,4 @@ for _reduction in REDUCTIONS:
                          _examples(_flatten), scalars={"ignore_index": IGNORE_INDEX,
                                                        "label_smoothing": LABEL_SMOOTHING},
                          extra_check=functools.partial(_check, flatten=_flatten), family="cross_entropy",
-                         tell_tales=TELL_TALES, lazy=True)
+                         tell_tales=TELL_TALES, optional=("weight",), lazy=True)

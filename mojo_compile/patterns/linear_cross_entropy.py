@@ -258,14 +258,14 @@ for _reduction in REDUCTIONS:
                              *_forms(_reduction, _flatten, _spelling), _examples(_flatten),
                              scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING},
                              extra_check=functools.partial(_check, flatten=_flatten, spelling=_spelling),
-                             priority=PRIORITY, family="linear_cross_entropy", lazy=True)
+                             priority=PRIORITY, family="linear_cross_entropy", optional=("class_weight",), lazy=True)
     register_pattern(f"linear_cross_entropy.softcap.{_reduction}", *_softcap_forms(_reduction), _examples(True),
                      scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING, "softcap": SOFTCAP},
                      extra_check=functools.partial(_check, flatten=True, spelling="linear", softcap=True),
-                     priority=PRIORITY, family="linear_cross_entropy", lazy=True)
+                     priority=PRIORITY, family="linear_cross_entropy", optional=("class_weight",), lazy=True)
     for _scaling in SCALINGS:
         register_pattern(f"linear_cross_entropy.{_scaling}.{_reduction}", *_scaled_forms(_reduction, _scaling),
                          _examples(True), scalars={"ignore_index": IGNORE_INDEX, "label_smoothing": LABEL_SMOOTHING,
                                                    "s": LOGIT_SCALE},
                          extra_check=functools.partial(_check, flatten=True, spelling="linear", scaling=_scaling),
-                         priority=PRIORITY, family="linear_cross_entropy", lazy=True)
+                         priority=PRIORITY, family="linear_cross_entropy", optional=("class_weight",), lazy=True)
