@@ -1,9 +1,10 @@
-"""Sweep the launch configs of the RMSNorm kernels and compare them with the built-in heuristic.
+"""Sweep the launch configs of the RMSNorm (or LayerNorm) kernels and compare them with the built-in heuristic.
 
-    python benchmarks/tune_norms.py
+    python benchmarks/tune_norms.py [--only 16384x4096] [--layer-norm]
 
 Prints, per shape, the heuristic's time and the best (BLOCK_M, num_warps[, programs per SM]) found, in
-microseconds (CUDA-graph replays). Used to set the heuristics in mojo_compile/kernels/rms_norm.py.
+microseconds (CUDA-graph replays). Used to set the heuristics in mojo_compile/kernels/rms_norm.py and
+kernels/layer_norm.py (--layer-norm: the LayerNorm kernels with weight and bias, at LN_SHAPES or --only).
 """
 from __future__ import annotations
 
@@ -15,16 +16,61 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import bench, copy_bandwidth, print_table  # noqa: E402
 
+from mojo_compile.kernels import layer_norm as ln  # noqa: E402
 from mojo_compile.kernels import rms_norm as k  # noqa: E402
 
 SHAPES = [(m, n) for n in (2048, 4096, 8192) for m in (1, 128, 4096, 16384)] + [(16384 * 8, 128)]
 if "--only" in sys.argv:  # e.g. --only 4096x8192,16384x8192
     SHAPES = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--only") + 1].split(",")]
 BWD_SHAPES = [(16384, 2048), (16384, 4096), (4096, 8192), (16384 * 8, 128)]
+LN_SHAPES = [(16384, 4096), (16384, 2560)]
+
+
+def best_of(run, configs, base, rep_ms):
+    """(time, config) of the fastest config that launches; (base, "heuristic") if none beats the heuristic."""
+    best = (base, "heuristic")
+    for config in configs:
+        try:
+            t = bench(lambda: run(config), rep_ms=rep_ms)
+        except Exception:
+            continue
+        if t < best[0]:
+            best = (t, config)
+    return best
+
+
+def sweep_layer_norm(bw):
+    """LayerNorm forward (BLOCK_M, num_warps) and backward (BLOCK_M, num_warps, programs per SM), weight and bias
+    in bf16; % of copy bandwidth for the bytes floor (forward x, y; backward x, dy, dx)."""
+    rows = []
+    for m, n in (SHAPES if "--only" in sys.argv else LN_SHAPES):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        w, b = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        block_n = 1 << (n - 1).bit_length()
+        fits = [bm for bm in (1, 2, 4, 8, 16, 32) if bm * block_n <= 16384 and bm <= m]
+
+        def fwd(config=None):
+            return ln.layer_norm_fwd(x, w, b, 1e-5, config)
+        t, config = best_of(fwd, [(bm, warps) for bm in fits for warps in (2, 4, 8, 16)
+                                  if warps * 32 <= bm * block_n], bench(fwd), 25)
+        rows.append([f"ln fwd {m}x{n}", f"{bench(fwd):.1f}", f"{t:.1f}", str(config),
+                     f"{100 * 2 * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
+        _, mean, rstd = fwd()
+        dy = torch.randn_like(x)
+
+        def bwd(config=None):
+            return ln.layer_norm_bwd(dy, x, w, mean, rstd, True, True, config)
+        t, config = best_of(bwd, [(bm, warps, per_sm) for bm in fits for warps in (4, 8, 16) for per_sm in (1, 2, 4)],
+                            bench(bwd), 40)
+        rows.append([f"ln bwd {m}x{n}", f"{bench(bwd):.1f}", f"{t:.1f}", str(config),
+                     f"{100 * 3 * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
+    print_table("LayerNorm kernel configs (us)", ["shape", "heuristic", "best", "best config", "% copy"], rows)
 
 
 def main():
     bw = copy_bandwidth()
+    if "--layer-norm" in sys.argv:
+        return sweep_layer_norm(bw)
     rows = []
     for m, n in SHAPES:
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
