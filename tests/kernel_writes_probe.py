@@ -109,6 +109,9 @@ def layer_norm_cases():
         yield lambda: layer_norm.layer_norm_fwd(x, w, b, 1e-5)
         yield lambda: layer_norm.layer_norm_bwd(_r(6, n, dtype=dtype), x, w, torch.rand(6), torch.rand(6), weighted,
                                                 biased)
+        yield lambda: layer_norm.add_layer_norm_fwd(x, _r(6, n, dtype=dtype), w, b, 1e-5)
+        yield lambda: layer_norm.layer_norm_bwd(_r(6, n, dtype=dtype), x, w, torch.rand(6), torch.rand(6), weighted,
+                                                biased, grad_residual=_r(6, n, dtype=dtype))
 
 
 def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

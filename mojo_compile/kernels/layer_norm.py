@@ -9,9 +9,13 @@ biased variance of the centred row (two passes over registers: no cancellation),
 (x - mean) * rstd * w + b, rounded once to the output dtype. mean and rstd are stored in fp32 for the backward.
 Scalars are cast to fp32 in the kernel (torch.compile may hand Python floats over as fp64).
 
-Backward: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, xhat = (x - mean) * rstd. dw = sum
-over rows of dy * xhat, db = sum of dy: each program owns a fixed block of rows and writes its own fp32 partials,
-summed by torch afterwards -- deterministic, no atomics.
+Residual add (add_layer_norm_fwd): sum = x + residual is rounded to x's dtype and stored, and the norm reads the
+rounded sum, as eager's add then layer norm does.
+
+Backward: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w, xhat = (x - mean) * rstd, plus the
+gradient reaching a residual add's sum through its other uses (grad_residual), added in fp32 before the one
+rounding. dw = sum over rows of dy * xhat, db = sum of dy: each program owns a fixed block of rows and writes its
+own fp32 partials, summed by torch afterwards -- deterministic, no atomics.
 """
 from __future__ import annotations
 
@@ -24,10 +28,10 @@ from .common import contiguous_rows, interpreting, round_to, sm_count, wrap_trit
 MAX_FUSED_N = 16384  # longest row kept in registers
 
 
-@writes("Y", "MEAN", "RSTD")
+@writes("Y", "MEAN", "RSTD", SUM="HAS_RES")
 @triton.jit
-def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, N, eps, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+def _fwd_kernel(X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
+                HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     eps = tl.cast(eps, tl.float32)
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -36,6 +40,10 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, N, eps, HAS_W: tl.constexpr, HAS_B: t
     mask = row_ok[:, None] & col_ok[None, :]
     offs = rows[:, None] * N + cols[None, :]
     x = tl.load(X + offs, mask=mask, other=0.0).to(tl.float32)
+    if HAS_RES:
+        total = round_to(x + tl.load(R + offs, mask=mask, other=0.0).to(tl.float32), SUM.dtype.element_ty, INTERPRET)
+        tl.store(SUM + offs, total, mask=mask)
+        x = total.to(tl.float32)
     mean = tl.sum(x, axis=1) / N
     xc = tl.where(mask, x - mean[:, None], 0.0)
     rstd = tl.math.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
@@ -51,9 +59,9 @@ def _fwd_kernel(X, W, B, Y, MEAN, RSTD, M, N, eps, HAS_W: tl.constexpr, HAS_B: t
 
 @writes("DX", DW="WEIGHT_GRAD", DB="BIAS_GRAD")
 @triton.jit
-def _bwd_kernel(DY, X, W, MEAN, RSTD, DX, DW, DB, M, N, rows_per_program, HAS_W: tl.constexpr,
-                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                INTERPRET: tl.constexpr):
+def _bwd_kernel(DY, X, W, MEAN, RSTD, DRES, DX, DW, DB, M, N, rows_per_program, HAS_W: tl.constexpr,
+                HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
@@ -72,6 +80,8 @@ def _bwd_kernel(DY, X, W, MEAN, RSTD, DX, DW, DB, M, N, rows_per_program, HAS_W:
         xhat = tl.where(mask, (x - mean) * rstd, 0.0)
         g = dy * w
         dx = (g - tl.sum(g, axis=1)[:, None] / N - xhat * (tl.sum(g * xhat, axis=1) / N)[:, None]) * rstd
+        if HAS_DRES:
+            dx += tl.load(DRES + offs, mask=mask, other=0.0).to(tl.float32)
         tl.store(DX + offs, round_to(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
         if WEIGHT_GRAD:
             dw += tl.sum(dy * xhat, axis=0)
@@ -98,28 +108,49 @@ def fwd_config(n: int, m) -> tuple[int, int, int]:
 
 def layer_norm_fwd(x, weight, bias, eps, config=None):
     """(y like x, mean and rstd fp32 shaped x.shape[:-1]). `config` = (BLOCK_M, num_warps) overrides."""
+    y, _, mean, rstd = _fwd(x, None, weight, bias, eps, config)
+    return y, mean, rstd
+
+
+def add_layer_norm_fwd(x, residual, weight, bias, eps, config=None):
+    """(y, sum = x + residual, both like x; mean and rstd of the sum, fp32 shaped x.shape[:-1]). residual: x's shape
+    and dtype."""
+    return _fwd(x, residual, weight, bias, eps, config)
+
+
+def _fwd(x, residual, weight, bias, eps, config):
     n = x.shape[-1]
     x2 = contiguous_rows(x)
+    r2 = contiguous_rows(residual) if residual is not None else None
     m = x2.shape[0]
+    # Outputs allocated in their own shape, handed to the kernel as [M, N] views (an op output that is a view of
+    # another tensor could not be modified in place by the caller under autograd).
     y_out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    sum_out = torch.empty(x.shape, dtype=x.dtype, device=x.device) if residual is not None else None
     mean_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
         block_m, block_n, num_warps = fwd_config(n, m)
         if config is not None:
             block_m, num_warps = config
+        y = y_out.view(m, n)
         wrap_triton(_fwd_kernel)[(triton.cdiv(m, block_m),)](
-            x2, weight if weight is not None else x2, bias if bias is not None else x2, y_out.view(m, n),
-            mean_out.view(m), rstd_out.view(m), m, n, eps, HAS_W=weight is not None, HAS_B=bias is not None,
-            BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
-    return y_out, mean_out, rstd_out
+            x2, r2 if r2 is not None else x2, weight if weight is not None else x2, bias if bias is not None else x2,
+            y, sum_out.view(m, n) if sum_out is not None else y, mean_out.view(m), rstd_out.view(m), m, n, eps,
+            HAS_RES=residual is not None, HAS_W=weight is not None, HAS_B=bias is not None, BLOCK_M=block_m,
+            BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+    return y_out, sum_out, mean_out, rstd_out
 
 
-def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: bool, config=None):
+def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: bool, config=None,
+                   grad_residual=None):
     """(grad_x like x, grad_weight, grad_bias): the parameters' gradients in x's dtype (the launcher takes weight
-    and bias of x's dtype) where asked for, else empty. `config` = (BLOCK_M, num_warps, programs per SM)."""
+    and bias of x's dtype) where asked for, else empty. grad_residual (like x, or None) is added to grad_x: the
+    gradient reaching an add_layer_norm's sum through its other uses. `config` = (BLOCK_M, num_warps, programs per
+    SM)."""
     n = x.shape[-1]
     x2, dy2 = contiguous_rows(x), contiguous_rows(grad_y)
+    dres2 = contiguous_rows(grad_residual) if grad_residual is not None else None
     m = x2.shape[0]
     dx = torch.empty_like(x2)
     weight_grad = weight is not None and weight_grad
@@ -128,6 +159,8 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
         return x.new_empty((0,))
     if m == 0 or n == 0:
         zeros = torch.zeros((n,), dtype=x.dtype, device=x.device)
+        if dres2 is not None:
+            dx.copy_(dres2)
         return dx.view(x.shape), zeros if weight_grad else empty(), zeros.clone() if bias_grad else empty()
     block_n = triton.next_power_of_2(n)
     block_m = min(32, max(1, 8192 // block_n))
@@ -143,8 +176,9 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     db = torch.empty((num_programs, n) if bias_grad else (1,), dtype=torch.float32, device=x.device)
     wrap_triton(_bwd_kernel)[(num_programs,)](
         dy2, x2, weight if weight is not None else x2, mean.reshape(-1).contiguous(), rstd.reshape(-1).contiguous(),
-        dx, dw, db, m, n, rows_per_program, HAS_W=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-        BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+        dres2 if dres2 is not None else x2, dx, dw, db, m, n, rows_per_program, HAS_W=weight is not None,
+        HAS_DRES=dres2 is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_M=block_m, BLOCK_N=block_n,
+        INTERPRET=interpreting(), num_warps=num_warps)
     grad_w = dw.sum(0).to(x.dtype) if weight_grad else empty()
     grad_b = db.sum(0).to(x.dtype) if bias_grad else empty()
     return dx.view(x.shape), grad_w, grad_b

@@ -1,18 +1,27 @@
-"""LayerNorm as a Mojo op: `mojo::layer_norm(x, weight, bias, eps)` -> (y, mean, rstd), what `F.layer_norm(x,
-(x.shape[-1],), weight, bias, eps)` computes, declared with its implementations in this module (the extension API:
-docs/adding-a-fusion.md; the kernels in kernels/layer_norm.py, the patterns in patterns/layer_norm.py).
+"""LayerNorm as Mojo ops, declared with their implementations in this module (the extension API:
+docs/adding-a-fusion.md; the kernels in kernels/layer_norm.py, the patterns in patterns/layer_norm.py):
+
+    mojo::layer_norm(x, weight, bias, eps) -> (y, mean, rstd)
+        what `F.layer_norm(x, (x.shape[-1],), weight, bias, eps)` computes
+    mojo::add_layer_norm(x, residual, weight, bias, eps) -> (y, sum, mean, rstd)
+        sum = x + residual (in their dtype, as eager adds), then the layer norm of sum: the Mojo Opset "pre"
+        residual contract (normalised sum, sum), for blocks that add the residual, keep the sum as the next
+        residual and normalise it (GPT-2, StableLM, Starcoder2, OPT, GPT-NeoX without parallel residual)
 
     x       [..., N] bf16 / fp16 / fp32
     weight  [N] or None; bias [N] or None
     y       like x: (x - mean) / sqrt(var + eps) * weight + bias, var the biased variance, computed in fp32 and
             rounded once to x's dtype (eager's kernels do the same)
-    mean, rstd  fp32 [...]: the statistics of each row, for the backward
+    residual  like x (same shape and dtype)
+    mean, rstd  fp32 [...]: the statistics of each row (of the sum), for the backward
 
-Backward `mojo::layer_norm_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad)` -> (grad_x,
-grad_weight, grad_bias); a parameter gradient not asked for is an empty tensor, never computed.
+Backward `mojo::layer_norm_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, grad_residual)` ->
+(grad_x, grad_weight, grad_bias); x is the normalised input (add_layer_norm's sum); grad_residual, where given, is
+the gradient reaching the sum through its other uses, added to grad_x (the gradient of both x and residual). A
+parameter gradient not asked for is an empty tensor, never computed.
 
 Implementations:
-  torch  aten's own layer norm and its backward: eager's numbers, bitwise. The backward takes the saved fp32
+  torch  aten's own add, layer norm and backward: eager's numbers, bitwise. The backward takes the saved fp32
          statistics where aten keeps fp32 ones, and recomputes them with aten where it does not (bf16 / fp16 on
          the CPU), so it is eager's exactly.
   ttx    kernels/layer_norm.py: rows up to MAX_FUSED_N, weight and bias in x's dtype, contiguous rows.
@@ -30,10 +39,14 @@ from ..kernels.common import interpreting
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _check(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], target: str) -> None:
+def _check(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], target: str,
+           residual: Optional[Tensor] = None) -> None:
     if x.dim() == 0 or x.dtype not in FLOAT_DTYPES:
         raise ValueError(f"mojo layer_norm: x must be a bf16 / fp16 / fp32 tensor with a last dim, got {x.dtype} "
                          f"{tuple(x.shape)}")
+    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype):
+        raise ValueError(f"mojo add_layer_norm / layer_norm_backward: {tuple(residual.shape)} {residual.dtype} "
+                         f"must match x {tuple(x.shape)} {x.dtype} in shape and dtype")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and (p.dim() != 1 or p.shape[0] != x.shape[-1]):
             raise ValueError(f"mojo layer_norm: {name} must be [{x.shape[-1]}], got {tuple(p.shape)}")
@@ -55,17 +68,33 @@ def _(x, weight, bias, eps, target="torch"):
     return torch.empty_like(x, memory_format=torch.contiguous_format), stats, torch.empty_like(stats)
 
 
+@torch.library.custom_op("mojo::add_layer_norm", mutates_args=())
+def add_layer_norm(x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float,
+                   target: str = "torch") -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(y like x, sum like x, mean and rstd of the sum fp32 shaped x.shape[:-1])."""
+    _check(x, weight, bias, target, residual)
+    return lowering.call("add_layer_norm", target, x, residual, weight, bias, float(eps))
+
+
+@add_layer_norm.register_fake
+def _(x, residual, weight, bias, eps, target="torch"):
+    stats = x.new_empty(x.shape[:-1], dtype=torch.float32)
+    return (torch.empty_like(x, memory_format=torch.contiguous_format),
+            torch.empty_like(x, memory_format=torch.contiguous_format), stats, torch.empty_like(stats))
+
+
 @torch.library.custom_op("mojo::layer_norm_backward", mutates_args=())
 def layer_norm_backward(grad_y: Tensor, x: Tensor, weight: Optional[Tensor], mean: Tensor, rstd: Tensor, eps: float,
-                        weight_grad: bool, bias_grad: bool, target: str) -> tuple[Tensor, Tensor, Tensor]:
+                        weight_grad: bool, bias_grad: bool, grad_residual: Optional[Tensor],
+                        target: str) -> tuple[Tensor, Tensor, Tensor]:
     """(grad_x like x, grad_weight [N] or empty, grad_bias [N] or empty)."""
-    _check(x, weight, None, target)
+    _check(x, weight, None, target, grad_residual)
     return lowering.call("layer_norm_backward", target, grad_y, x, weight, mean, rstd, float(eps), weight_grad,
-                         bias_grad)
+                         bias_grad, grad_residual)
 
 
 @layer_norm_backward.register_fake
-def _(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, target):
+def _(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, grad_residual, target):
     n = x.shape[-1]
     dtype = weight.dtype if weight is not None else x.dtype
     return (torch.empty_like(x, memory_format=torch.contiguous_format),
@@ -85,18 +114,44 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     x, weight, mean, rstd = ctx.saved_tensors
     want_w, want_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
-    dx, dw, db = layer_norm_backward(grad_y, x, weight, mean, rstd, ctx.eps, want_w, want_b, ctx.target)
-    if want_b and ctx.bias_dtype is not None and db.dtype != ctx.bias_dtype:
-        db = db.to(ctx.bias_dtype)
-    return dx, (dw if want_w else None), (db if want_b else None), None, None
+    dx, dw, db = layer_norm_backward(grad_y, x, weight, mean, rstd, ctx.eps, want_w, want_b, None, ctx.target)
+    return dx, (dw if want_w else None), _bias_grad(ctx, db, want_b), None, None
+
+
+def _bias_grad(ctx, db, wanted):
+    if wanted and ctx.bias_dtype is not None and db.dtype != ctx.bias_dtype:
+        return db.to(ctx.bias_dtype)
+    return db if wanted else None
+
+
+def _add_setup(ctx, inputs, output):
+    _x, _residual, weight, bias, eps, target = inputs
+    _, total, mean, rstd = output
+    ctx.save_for_backward(total, weight, mean, rstd)
+    ctx.mark_non_differentiable(mean, rstd)
+    ctx.eps, ctx.target = eps, target
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+
+
+def _add_backward(ctx, grad_y, grad_sum, _grad_mean, _grad_rstd):
+    total, weight, mean, rstd = ctx.saved_tensors
+    want_w, want_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+    d_sum, dw, db = layer_norm_backward(grad_y, total, weight, mean, rstd, ctx.eps, want_w, want_b, grad_sum,
+                                        ctx.target)
+    # x and residual are summed: each gets the sum's gradient (their own tensors: no two outputs alias)
+    return d_sum, d_sum.clone(), (dw if want_w else None), _bias_grad(ctx, db, want_b), None, None
 
 
 layer_norm.register_autograd(_backward, setup_context=_setup)
+add_layer_norm.register_autograd(_add_backward, setup_context=_add_setup)
 # Under CUDA autocast aten's layer_norm runs in fp32 (autocast's fp32 list): its inputs cast up, an fp32 result.
-# The op does the same. (CPU autocast leaves layer_norm alone, and so does the op.)
+# The op does the same; the residual add before it is not on autocast's lists, so add_layer_norm stays in its
+# inputs' dtype (its pattern refuses a site under autocast). (CPU autocast leaves layer_norm alone, and so does the
+# op.)
 torch.library.register_autocast("mojo::layer_norm", "cuda", torch.float32)
-lowering.inline_in_inner_compiler(layer_norm, "layer_norm")
-lowering.inline_in_inner_compiler(layer_norm_backward, "layer_norm_backward")
+for _op, _name in ((layer_norm, "layer_norm"), (add_layer_norm, "add_layer_norm"),
+                   (layer_norm_backward, "layer_norm_backward")):
+    lowering.inline_in_inner_compiler(_op, _name)
 
 
 # ------------------------------------------------------------------------------------------------ target: torch
@@ -116,7 +171,13 @@ def _aten_keeps_fp32_statistics(x) -> bool:
     return x.device.type != "cpu" or x.dtype == torch.float32
 
 
-def reference_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad):
+def add_reference(x, residual, weight, bias, eps):
+    total = x + residual
+    y, mean, rstd = reference(total, weight, bias, eps)
+    return y, total, mean, rstd
+
+
+def reference_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, grad_residual):
     # aten's backward on aten's own statistics: eager's gradients, bitwise. Where aten keeps them in fp32 they are
     # the saved ones; on the CPU with bf16 / fp16 they are recomputed, rounded as aten rounds them.
     n, dtype = x.shape[-1], weight.dtype if weight is not None else x.dtype
@@ -127,12 +188,15 @@ def reference_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_gra
     bias_like = x.new_zeros((n,), dtype=dtype) if bias_grad else None  # aten reads only its dtype and device
     dx, dw, db = torch.ops.aten.native_layer_norm_backward(grad_y, x, [n], aten_mean, aten_rstd, weight, bias_like,
                                                            _output_mask(weight, weight_grad, bias_grad))
+    if grad_residual is not None:  # eager's autograd adds the two gradients of the sum in its dtype
+        dx = dx + grad_residual
     return (dx.contiguous(), dw if dw is not None else x.new_empty((0,), dtype=dtype),
             db if db is not None else x.new_empty((0,), dtype=dtype))
 
 
 _TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
 lowering.register_impl("layer_norm", "torch", reference, **_TRACEABLE)
+lowering.register_impl("add_layer_norm", "torch", add_reference, **_TRACEABLE)
 lowering.register_impl("layer_norm_backward", "torch", reference_backward, **_TRACEABLE)
 
 
@@ -165,8 +229,12 @@ def _supports(x, weight, bias, eps):
     return _reason(x, weight, bias)
 
 
-def _supports_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad):
-    return _reason(x, weight, grad_y)
+def _supports_add(x, residual, weight, bias, eps):
+    return _reason(x, weight, bias)  # residual: x's shape and dtype (the op checks)
+
+
+def _supports_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, grad_residual):
+    return _reason(x, weight, grad_y, grad_residual)
 
 
 def _traceable(*args):
@@ -178,9 +246,15 @@ def ttx_forward(x, weight, bias, eps):
     return _kernels().layer_norm_fwd(x, weight, bias, eps)
 
 
-def ttx_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad):
-    return _kernels().layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad, bias_grad)
+def ttx_add_forward(x, residual, weight, bias, eps):
+    return _kernels().add_layer_norm_fwd(x, residual, weight, bias, eps)
+
+
+def ttx_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, grad_residual):
+    return _kernels().layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad, bias_grad,
+                                     grad_residual=grad_residual)
 
 
 lowering.register_impl("layer_norm", "ttx", ttx_forward, supports=_supports, traceable=_traceable)
+lowering.register_impl("add_layer_norm", "ttx", ttx_add_forward, supports=_supports_add, traceable=_traceable)
 lowering.register_impl("layer_norm_backward", "ttx", ttx_backward, supports=_supports_backward, traceable=_traceable)

@@ -1,9 +1,13 @@
-"""LayerNorm spellings -> `mojo::layer_norm` (ops/layer_norm.py).
+"""LayerNorm spellings -> `mojo::layer_norm` and `mojo::add_layer_norm` (ops/layer_norm.py).
 
     F.layer_norm(x, (x.shape[-1],), weight, bias, eps)     nn.LayerNorm (GPT-NeoX / Pythia, StableLM, Phi-1/2,
                                                            Starcoder2, Falcon, OPT, GPT-2, BLOOM); with a weight
                                                            and a bias, a weight alone (bias=False), or neither
                                                            (elementwise_affine=False)
+    h = x + residual; F.layer_norm(h, ...) -> (normed, h)  the residual add before a norm: add_layer_norm, whose
+                                                           second output is the sum wherever the model uses it
+                                                           again (the next residual); at a higher priority than
+                                                           the plain forms, which match its inside
 
 In the pre-dispatch graph one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are written out by the
 canonicalisation rule registered here, so one pattern captures eps wherever the model gives or omits it. The op is
@@ -11,7 +15,8 @@ aten's on the torch target, so every dtype combination aten takes (a weight in f
 what eager does; the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a
 reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph: not matched at
 all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one value per
-column, eps a graph input (dynamic=True).
+column, eps a graph input (dynamic=True); for the add, a residual of another shape or dtype than x (a broadcast or
+promoting add), and autocast (eager normalises the sum in fp32 there; the op would not).
 """
 from __future__ import annotations
 
@@ -37,6 +42,21 @@ FORMS = {  # name: (weight, bias)
 register_rule(aten.layer_norm.default, all_arguments)
 
 
+def _add_check(match) -> bool:
+    """As _check, and the add is x + residual of one shape and dtype, outside autocast."""
+    if not _check(match):
+        return False
+    x, r = match_value(match, "x"), match_value(match, "residual")
+    if r is None or r.shape != x.shape or r.dtype != x.dtype:
+        return refuse(f"residual {getattr(r, 'dtype', None)} {list(getattr(r, 'shape', []))} differs from x "
+                      f"{x.dtype} {list(x.shape)} (a broadcast or promoting add)")
+    graph = match.nodes[0].graph
+    if torch.is_autocast_enabled(x.device.type) or any(
+            n.op == "call_function" and getattr(n.target, "__name__", "") == "_enter_autocast" for n in graph.nodes):
+        return refuse("autocast: eager adds in the inputs' dtype and normalises the sum in fp32")
+    return True
+
+
 def _check(match) -> bool:
     """The op computes what the matched aten.layer_norm does for a float x with columns, per-column parameters and
     a constant eps."""
@@ -56,6 +76,24 @@ def _check(match) -> bool:
     return True
 
 
+def _add_forms(weighted: bool, biased: bool):
+    """(search, replace) of the residual add before the norm: both return (normed, sum)."""
+    def outputs(out):
+        return out[0], out[1]
+    if weighted and biased:
+        return (lambda x, residual, weight, bias, eps: _normed_sum(x + residual, weight, bias, eps),
+                lambda x, residual, weight, bias, eps: outputs(mojo.add_layer_norm(x, residual, weight, bias, eps)))
+    if weighted:
+        return (lambda x, residual, weight, eps: _normed_sum(x + residual, weight, None, eps),
+                lambda x, residual, weight, eps: outputs(mojo.add_layer_norm(x, residual, weight, None, eps)))
+    return (lambda x, residual, eps: _normed_sum(x + residual, None, None, eps),
+            lambda x, residual, eps: outputs(mojo.add_layer_norm(x, residual, None, None, eps)))
+
+
+def _normed_sum(total, weight, bias, eps):
+    return F.layer_norm(total, (total.shape[-1],), weight, bias, eps), total
+
+
 def _forms(weighted: bool, biased: bool):
     if weighted and biased:
         return (lambda x, weight, bias, eps: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),
@@ -67,11 +105,12 @@ def _forms(weighted: bool, biased: bool):
             lambda x, eps: mojo.layer_norm(x, None, None, eps)[0])
 
 
-def _examples(weighted: bool, biased: bool) -> list[tuple]:
+def _examples(weighted: bool, biased: bool, residual: bool = False) -> list[tuple]:
     out = []
     for dtype in (torch.bfloat16, torch.float32):
         params = [torch.randn(8, dtype=dtype) for _ in range(int(weighted) + int(biased))]
-        out.append((torch.randn(2, 3, 8, dtype=dtype), *params))
+        addends = [torch.randn(2, 3, 8, dtype=dtype) for _ in range(1 + int(residual))]
+        out.append((*addends, *params))
     return out
 
 
@@ -79,3 +118,6 @@ for _name, (_weighted, _biased) in FORMS.items():
     register_pattern(f"layer_norm.{_name}", *_forms(_weighted, _biased), _examples(_weighted, _biased),
                      scalars={"eps": EPS}, extra_check=_check, family="layer_norm", tell_tales=TELL_TALES,
                      lazy=True)
+    register_pattern(f"add_layer_norm.{_name}", *_add_forms(_weighted, _biased),
+                     _examples(_weighted, _biased, residual=True), scalars={"eps": EPS}, extra_check=_add_check,
+                     priority=10, family="add_layer_norm", tell_tales=TELL_TALES, lazy=True)

@@ -81,8 +81,8 @@ EXPECTED = {
     "glm4": {"mojo.rms_norm": 5, "mojo.add_rms_norm": 4, **_ATTN, **_FUSED_MLP},
     "granite": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
     "cohere": {**_ROPE, **_ATTN, **_MLP},  # LayerNorm, parallel residual
-    "stablelm": {"mojo.layer_norm": 5, **_ROPE, **_ATTN, **_MLP},  # LayerNorm
-    "starcoder2": {"mojo.layer_norm": 5, **_ROPE, **_ATTN},  # LayerNorm, non-gated MLP
+    "stablelm": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN, **_MLP},  # LayerNorm
+    "starcoder2": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN},  # LayerNorm, non-gated MLP
     "smollm3": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
     "helium": {**_PRE_NORM, **_ATTN, **_MLP},
     "exaone4": {**_POST_NORM, **_QK, **_ATTN, **_MLP},
