@@ -302,6 +302,45 @@ def test_hf_models_every_layer_norm_fused(family):
         check_as_accurate(got[name], p.grad, p64.grad, torch.bfloat16, name)
 
 
+@pytest.mark.parametrize("qk_norm", [False, True], ids=["plain", "qk_norm"])
+def test_hf_cohere_hand_written_layer_norm(qk_norm):
+    """Cohere's own LayerNorm (hf-spellings.md N6: mean-subtracting, no bias, the weight cast to fp32), unmodified
+    tiny HF model: the first layer's norm is a layer_norm, the later ones (after the parallel residual add) and the
+    final one add_layer_norm. Its qk-norm (a [H, D] weight) is refused and stays eager's. fp32: eager's logits to
+    fp32 rounding (aten's layer norm sums in another order); bf16: every gradient as accurate as eager's against
+    fp64."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.cohere.modeling_cohere import CohereLayerNorm
+
+    torch.manual_seed(0)
+    config = transformers.CohereConfig(**_HF_COMMON, num_key_value_heads=2, use_qk_norm=qk_norm)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, CohereLayerNorm):
+                module.weight.add_(0.2 * torch.randn_like(module.weight))
+    golden = copy.deepcopy(model).double()
+    ids = torch.randint(3, 256, (2, 12), device=DEVICE)
+    options = dict(mojo_options("torch"), disable=["attention"])
+    fp32 = model.to(DEVICE)
+    out = torch.compile(fp32, backend="mojo", options=options)(input_ids=ids)
+    counts = mojo_compile.last_report().counts()
+    assert (counts["mojo.layer_norm"], counts["mojo.add_layer_norm"]) == (1, 2), counts
+    assert "mojo.rms_norm" not in counts and "mojo.add_rms_norm" not in counts  # never taken for an RMSNorm
+    torch.testing.assert_close(out.logits, fp32(input_ids=ids).logits)  # fp32: both to fp32 rounding
+    torch._dynamo.reset()
+    model = fp32.to(torch.bfloat16)
+    out = torch.compile(model, backend="mojo", options=options)(input_ids=ids, labels=ids)
+    out.loss.backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(input_ids=ids, labels=ids).loss.backward()
+    exact = golden(input_ids=ids, labels=ids)
+    exact.loss.backward()
+    for (name, p), (_, p64) in zip(model.named_parameters(), golden.named_parameters()):
+        check_as_accurate(got[name], p.grad, p64.grad, torch.bfloat16, name)
+
+
 def test_fp64_is_left_to_eager():
     """The op takes bf16 / fp16 / fp32: an fp64 LayerNorm is not fused (and does not fail), eager's numbers."""
     x, w = torch.randn(4, 16, dtype=torch.float64, device=DEVICE), torch.randn(16, dtype=torch.float64, device=DEVICE)

@@ -8,15 +8,22 @@
                                                            second output is the sum wherever the model uses it
                                                            again (the next residual); at a higher priority than
                                                            the plain forms, which match its inside
+    Cohere's hand-written LayerNorm (hf-spellings.md N6)   x.to(fp32); mean; variance of x - mean; (x - mean) *
+                                                           rsqrt(variance + eps); weight.to(fp32) * that; .to(x's
+                                                           dtype): a weight, no bias, fp32 math rounded once --
+                                                           the op's contract. Plain and behind a residual add.
 
-In the pre-dispatch graph one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are written out by the
-canonicalisation rule registered here, so one pattern captures eps wherever the model gives or omits it. The op is
-aten's on the torch target, so every dtype combination aten takes (a weight in fp32 beside bf16 x included) computes
-what eager does; the ttx kernels take weight and bias in x's dtype and say so where they cannot. Refused with a
-reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph: not matched at
-all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one value per
-column, eps a graph input (dynamic=True); for the add, a residual of another shape or dtype than x (a broadcast or
-promoting add), and autocast (eager normalises the sum in fp32 there; the op would not).
+In the pre-dispatch graph F.layer_norm is one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are
+written out by the canonicalisation rule registered here, so one pattern captures eps wherever the model gives or
+omits it. The op is aten's on the torch target, so every dtype combination aten takes (a weight in fp32 beside bf16 x
+included) computes what eager does -- for Cohere's spelling, what aten's layer norm computes, the same fp32 math
+summed in another order; the ttx kernels take weight and bias in x's dtype and say so where they cannot.
+
+Refused with a reason: a norm over more than the last dim (normalized_shape of two or more sizes is another graph:
+not matched at all), x not a float tensor of the op's dtypes (bf16 / fp16 / fp32), a weight or bias that is not one
+value per column (Cohere's [H, D] qk-norm weight), eps a graph input (dynamic=True); for the add, a residual of
+another shape or dtype than x (a broadcast or promoting add), and autocast (eager normalises the sum in fp32 there;
+the op would not).
 """
 from __future__ import annotations
 
@@ -105,6 +112,26 @@ def _forms(weighted: bool, biased: bool):
             lambda x, eps: mojo.layer_norm(x, None, None, eps)[0])
 
 
+def _cohere_norm(x, weight, eps):
+    """hf-spellings.md N6 (Cohere, Cohere2): the subtraction written twice, the weight cast to fp32 on the left."""
+    h = x.to(torch.float32)
+    mean = h.mean(-1, keepdim=True)
+    variance = (h - mean).pow(2).mean(-1, keepdim=True)
+    h = (h - mean) * torch.rsqrt(variance + eps)
+    h = weight.to(torch.float32) * h
+    return h.to(x.dtype)
+
+
+def _cohere_examples(residual: bool) -> list[tuple]:
+    """bf16 and fp32 models, and a bf16 model that keeps its norm weights in fp32 (their casts differ)."""
+    out = []
+    for dtype, weight_dtype in ((torch.bfloat16, torch.bfloat16), (torch.float32, torch.float32),
+                                (torch.bfloat16, torch.float32)):
+        addends = [torch.randn(2, 3, 8, dtype=dtype) for _ in range(1 + int(residual))]
+        out.append((*addends, torch.randn(8, dtype=weight_dtype)))
+    return out
+
+
 def _examples(weighted: bool, biased: bool, residual: bool = False) -> list[tuple]:
     out = []
     for dtype in (torch.bfloat16, torch.float32):
@@ -121,3 +148,17 @@ for _name, (_weighted, _biased) in FORMS.items():
     register_pattern(f"add_layer_norm.{_name}", *_add_forms(_weighted, _biased),
                      _examples(_weighted, _biased, residual=True), scalars={"eps": EPS}, extra_check=_add_check,
                      priority=10, family="add_layer_norm", tell_tales=TELL_TALES, lazy=True)
+# Cohere's own spelling has no aten.layer_norm to tell of an unfused site: no tell-tales.
+register_pattern("layer_norm.cohere", _cohere_norm,
+                 lambda x, weight, eps: mojo.layer_norm(x, weight, None, eps)[0],
+                 _cohere_examples(residual=False), scalars={"eps": EPS}, extra_check=_check, family="layer_norm",
+                 lazy=True)
+def _cohere_add_norm(x, residual, weight, eps):
+    total = x + residual
+    return _cohere_norm(total, weight, eps), total
+
+
+register_pattern("add_layer_norm.cohere", _cohere_add_norm,
+                 lambda x, residual, weight, eps: mojo.add_layer_norm(x, residual, weight, None, eps)[:2],
+                 _cohere_examples(residual=True), scalars={"eps": EPS}, extra_check=_add_check, priority=10,
+                 family="add_layer_norm", lazy=True)
