@@ -205,3 +205,50 @@ def test_rope_reasons(npu_ops):
     assert "dtype" in reason(q, k, cos.float(), sin.float(), 32, False, 1, False)
     wide = torch.randn(1, 3, 2, 896, dtype=torch.bfloat16)
     assert "limits" in reason(wide, wide, *(torch.randn(3, 896, dtype=torch.bfloat16),) * 2, 896, False, 1, False)
+
+
+def add_layer_norm(x1, x2, gamma, beta, epsilon=1e-5, additional_output=False):
+    """npu_add_layer_norm (aclnnAddLayerNorm): x = x1 + x2; y = (x - mean) * rstd * gamma + beta, fp32 inside and
+    rounded once; mean and rstd fp32 shaped [..., 1]; x returned only with additional_output (else empty)."""
+    assert x1.shape == x2.shape and x1.dtype == x2.dtype == gamma.dtype == beta.dtype
+    assert gamma.shape == beta.shape == x1.shape[-1:]
+    x = x1.double() + x2.double()
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt((x - mean).pow(2).mean(-1, keepdim=True) + epsilon)
+    y = ((x - mean) * rstd * gamma.double() + beta.double()).to(x1.dtype)
+    return y, mean.float(), rstd.float(), x.to(x1.dtype) if additional_output else torch.empty(0)
+
+
+@pytest.mark.parametrize("affine", ["weight_and_bias", "weight", "none"])
+def test_add_layer_norm(npu, monkeypatch, affine):
+    """The residual LayerNorm on npu_add_layer_norm: the sum asked for, unit gamma / zero beta for a missing weight
+    or bias, statistics reshaped to the rows; against the torch reference of the op."""
+    from mojo_compile.ops import layer_norm
+
+    monkeypatch.setattr(sys.modules["torch_npu"], "npu_add_layer_norm", add_layer_norm, raising=False)
+    x, r = (torch.randn(3, 5, 64, dtype=torch.bfloat16) * 2 + 1 for _ in range(2))
+    w = (1 + 0.3 * torch.randn(64)).to(torch.bfloat16) if affine != "none" else None
+    b = torch.randn(64).to(torch.bfloat16) if affine == "weight_and_bias" else None
+    y, total, mean, rstd = layer_norm.npu_add_forward(x, r, w, b, 1e-5)
+    ref_y, ref_total, ref_mean, ref_rstd = layer_norm.add_reference(x, r, w, b, 1e-5)
+    assert torch.equal(total, ref_total) and mean.shape == rstd.shape == (3, 5) and mean.dtype == torch.float32
+    # the statistics are the NPU op's own (of the exact sum), handed on per row: those the backward reads
+    _, npu_mean, npu_rstd, _ = add_layer_norm(x, r, *(p if p is not None else q for p, q in (
+        (w, torch.ones(64, dtype=x.dtype)), (b, torch.zeros(64, dtype=x.dtype)))))
+    assert torch.equal(mean, npu_mean[..., 0]) and torch.equal(rstd, npu_rstd[..., 0])
+    # and within a bf16 rounding of the reference's (of the rounded sum): a unit roundoff of the largest sum
+    torch.testing.assert_close(mean, ref_mean, rtol=0, atol=2 ** -8 * ref_total.abs().max().item())
+    assert ulps(y, ref_y) <= 2  # the exact sum vs eager's rounded one, and one rounding of y placed otherwise
+
+
+def test_layer_norm_reasons(npu):
+    """What npu_add_layer_norm cannot take stays on the torch reference, with the reason."""
+    from types import SimpleNamespace
+
+    from mojo_compile.ops import layer_norm
+
+    assert "npu tensors" in layer_norm._npu_reason(torch.randn(2, 8))
+    on_npu = SimpleNamespace(device=SimpleNamespace(type="npu"), dtype=torch.bfloat16)
+    assert layer_norm._npu_reason(on_npu, torch.randn(8).to(torch.bfloat16), None) is None
+    assert "gamma and beta in the dtype of x" in layer_norm._npu_reason(on_npu, torch.randn(8), None)
+    assert "not fp16/bf16/fp32" in layer_norm._npu_reason(SimpleNamespace(device=on_npu.device, dtype=torch.float64))

@@ -25,6 +25,7 @@ Implementations:
          statistics where aten keeps fp32 ones, and recomputes them with aten where it does not (bf16 / fp16 on
          the CPU), so it is eager's exactly.
   ttx    kernels/layer_norm.py: rows up to MAX_FUSED_N, weight and bias in x's dtype, contiguous rows.
+  torch_npu  aten's layer norm (torch_npu's own kernel on the NPU); npu_add_layer_norm for the residual form.
 """
 from __future__ import annotations
 
@@ -258,3 +259,35 @@ def ttx_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_grad, gra
 lowering.register_impl("layer_norm", "ttx", ttx_forward, supports=_supports, traceable=_traceable)
 lowering.register_impl("add_layer_norm", "ttx", ttx_add_forward, supports=_supports_add, traceable=_traceable)
 lowering.register_impl("layer_norm_backward", "ttx", ttx_backward, supports=_supports_backward, traceable=_traceable)
+
+
+# -------------------------------------------------------------------------------------------- target: torch_npu
+# The plain norm is aten's own layer norm, which torch_npu implements on the NPU with its fused kernel (Ascend's
+# documented replacement for npu_layer_norm_eval). The residual form is npu_add_layer_norm (aclnnAddLayerNorm):
+# x = x1 + x2, y = (x - mean) * rstd * gamma + beta, mean and rstd fp32 shaped [..., 1], x returned with
+# additional_output=True; gamma and beta are required, so ones and zeros stand in for a missing weight or bias. The
+# backward runs on the torch reference (no NPU op is mapped to it), from the statistics the NPU op returns.
+def _npu_reason(x, *params):
+    if x.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {x.device.type}"
+    if x.dtype not in FLOAT_DTYPES:
+        return f"x is {x.dtype}, not fp16/bf16/fp32"
+    if any(p is not None and p.dtype != x.dtype for p in params):
+        return "npu_add_layer_norm takes gamma and beta in the dtype of x"
+    return None
+
+
+def npu_add_forward(x, residual, weight, bias, eps):
+    import torch_npu
+
+    n = x.shape[-1]
+    gamma = weight if weight is not None else torch.ones(n, dtype=x.dtype, device=x.device)
+    beta = bias if bias is not None else torch.zeros(n, dtype=x.dtype, device=x.device)
+    y, mean, rstd, total = torch_npu.npu_add_layer_norm(x, residual, gamma, beta, eps, True)
+    stats = x.shape[:-1]
+    return y, total, mean.reshape(stats).float(), rstd.reshape(stats).float()
+
+
+lowering.register_impl("layer_norm", "torch_npu", reference, supports=lambda x, *rest: _npu_reason(x), **_TRACEABLE)
+lowering.register_impl("add_layer_norm", "torch_npu", npu_add_forward,
+                       supports=lambda x, residual, weight, bias, eps: _npu_reason(x, weight, bias))
