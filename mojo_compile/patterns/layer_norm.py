@@ -11,7 +11,7 @@
     Cohere's hand-written LayerNorm (hf-spellings.md N6)   x.to(fp32); mean; variance of x - mean; (x - mean) *
                                                            rsqrt(variance + eps); weight.to(fp32) * that; .to(x's
                                                            dtype): a weight, no bias, fp32 math rounded once --
-                                                           the op's contract. Plain and behind a residual add.
+                                                           the op's contract, run in fp32 as the spelling is.
 
 In the pre-dispatch graph F.layer_norm is one `aten.layer_norm` node; its defaults (eps 1e-5, cudnn_enable) are
 written out by the canonicalisation rule registered here, so one pattern captures eps wherever the model gives or
@@ -122,14 +122,11 @@ def _cohere_norm(x, weight, eps):
     return h.to(x.dtype)
 
 
-def _cohere_examples(residual: bool) -> list[tuple]:
+def _cohere_examples() -> list[tuple]:
     """bf16 and fp32 models, and a bf16 model that keeps its norm weights in fp32 (their casts differ)."""
-    out = []
-    for dtype, weight_dtype in ((torch.bfloat16, torch.bfloat16), (torch.float32, torch.float32),
-                                (torch.bfloat16, torch.float32)):
-        addends = [torch.randn(2, 3, 8, dtype=dtype) for _ in range(1 + int(residual))]
-        out.append((*addends, torch.randn(8, dtype=weight_dtype)))
-    return out
+    return [(torch.randn(2, 3, 8, dtype=dtype), torch.randn(8, dtype=weight_dtype))
+            for dtype, weight_dtype in ((torch.bfloat16, torch.bfloat16), (torch.float32, torch.float32),
+                                        (torch.bfloat16, torch.float32))]
 
 
 def _examples(weighted: bool, biased: bool, residual: bool = False) -> list[tuple]:
@@ -148,17 +145,12 @@ for _name, (_weighted, _biased) in FORMS.items():
     register_pattern(f"add_layer_norm.{_name}", *_add_forms(_weighted, _biased),
                      _examples(_weighted, _biased, residual=True), scalars={"eps": EPS}, extra_check=_add_check,
                      priority=10, family="add_layer_norm", tell_tales=TELL_TALES, lazy=True)
-# Cohere's own spelling has no aten.layer_norm to tell of an unfused site: no tell-tales.
+# Cohere's own spelling has no aten.layer_norm to tell of an unfused site: no tell-tales. The replacement keeps the
+# spelling's casts: x and the weight go up to fp32 (exactly, from any float dtype), the op computes in fp32 -- forward
+# and backward, as eager's autograd does through the fp32 ops -- and the result goes back to x's dtype. (The op on
+# bf16 x would be the same forward, but aten's CPU backward for bf16 keeps bf16 statistics.) The residual add before
+# it stays the model's: the fp32 norm reads its rounded sum.
 register_pattern("layer_norm.cohere", _cohere_norm,
-                 lambda x, weight, eps: mojo.layer_norm(x, weight, None, eps)[0],
-                 _cohere_examples(residual=False), scalars={"eps": EPS}, extra_check=_check, family="layer_norm",
-                 lazy=True)
-def _cohere_add_norm(x, residual, weight, eps):
-    total = x + residual
-    return _cohere_norm(total, weight, eps), total
-
-
-register_pattern("add_layer_norm.cohere", _cohere_add_norm,
-                 lambda x, residual, weight, eps: mojo.add_layer_norm(x, residual, weight, None, eps)[:2],
-                 _cohere_examples(residual=True), scalars={"eps": EPS}, extra_check=_add_check, priority=10,
-                 family="add_layer_norm", lazy=True)
+                 lambda x, weight, eps: mojo.layer_norm(x.to(torch.float32), weight.to(torch.float32), None,
+                                                        eps)[0].to(x.dtype),
+                 _cohere_examples(), scalars={"eps": EPS}, extra_check=_check, family="layer_norm", lazy=True)

@@ -80,7 +80,7 @@ EXPECTED = {
     "olmo3": {**_POST_NORM, **_QK, **_ATTN, **_MLP},
     "glm4": {"mojo.rms_norm": 5, "mojo.add_rms_norm": 4, **_ATTN, **_FUSED_MLP},
     "granite": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
-    "cohere": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 2, **_ROPE, **_ATTN, **_MLP},  # own LayerNorm, parallel
+    "cohere": {"mojo.layer_norm": 3, **_ROPE, **_ATTN, **_MLP},  # its own LayerNorm (in fp32), parallel residual
     "stablelm": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN, **_MLP},  # LayerNorm
     "starcoder2": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN},  # LayerNorm, non-gated MLP
     "smollm3": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
