@@ -101,7 +101,7 @@ def test_register_pattern_errors():
     ok = (torch.randn(2, 8),)
     with pytest.raises(mojo_compile.PatternError, match="must take the same parameters"):
         mojo_compile.register_pattern("bad.sig", lambda x, eps: x, lambda x: x, ok, scalars={"eps": 1e-3})
-    with pytest.raises(mojo_compile.PatternError, match=r"scalars \['epsilon'\] are not parameters"):
+    with pytest.raises(mojo_compile.PatternError, match=r"scalars / optional \['epsilon'\] are not parameters"):
         mojo_compile.register_pattern("bad.scalar", lambda x, eps: x * eps, lambda x, eps: x * eps, ok,
                                       scalars={"epsilon": 1e-3})
     with pytest.raises(mojo_compile.PatternError, match="failed to trace"):

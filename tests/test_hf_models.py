@@ -52,11 +52,11 @@ def sites(family, labels=False):
     loss = [(f"<root: {CAUSAL_LM[family]}>", "mojo.cross_entropy")] if labels else []
     add, rms = "mojo.add_rms_norm", "mojo.rms_norm"
     if family == "gpt_neox":  # LayerNorm (parallel residual: both norms read the layer's input), partial RoPE
-        ln = "mojo.layer_norm"
+        ln, add_ln = "mojo.layer_norm", "mojo.add_layer_norm"  # a later layer's input is the previous one's sum
         layers = [site for i in range(LAYERS) for site in (
-            (f"gpt_neox.layers.{i}.input_layernorm", ln), (f"gpt_neox.layers.{i}.attention", "mojo.rope"),
-            (f"gpt_neox.layers.{i}.post_attention_layernorm", ln))]
-        return layers + [("gpt_neox.final_layer_norm", ln)] + loss
+            (f"gpt_neox.layers.{i}.input_layernorm", ln if i == 0 else add_ln),
+            (f"gpt_neox.layers.{i}.attention", "mojo.rope"), (f"gpt_neox.layers.{i}.post_attention_layernorm", ln))]
+        return layers + [("gpt_neox.final_layer_norm", add_ln)] + loss
     out = []
     for i in range(LAYERS):
         p = f"model.layers.{i}."
@@ -181,7 +181,7 @@ def test_gpt_neox_layer_norms_and_no_rms_norm():
         out = compile_mojo(model, "torch")(input_ids=ids).logits
         assert torch.equal(out, dynamo_eager(model)(input_ids=ids).logits)
     report = mojo_compile.last_report()
-    assert report.counts() == {"mojo.rope": LAYERS, "mojo.layer_norm": 2 * LAYERS + 1}
+    assert report.counts() == {"mojo.rope": LAYERS, "mojo.layer_norm": LAYERS + 1, "mojo.add_layer_norm": LAYERS}
     assert report.graphs[0].notes == []
 
 
