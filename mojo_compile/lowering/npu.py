@@ -76,21 +76,6 @@ TABLE.implement("add_rms_norm", add_rms_norm,
                 supports=lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast))
 
 
-def _swiglu_reason(gate_up, act, gate_first):
-    if act != "silu" or not gate_first:
-        return "npu_swiglu computes silu(first half) * second half only"
-    if gate_up.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
-    return None
-
-
-def gated_act_fused(gate_up, act, gate_first):
-    return torch_npu.npu_swiglu(gate_up, dim=-1)
-
-
-TABLE.implement("gated_act_fused", gated_act_fused, supports=_swiglu_reason)
-
-
 def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
     if rotary_dim != q.shape[-1]:
         return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"

@@ -6,7 +6,6 @@ the uncompiled one does, rounding included. Outputs are contiguous, as the fake 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from .table import Table
 
@@ -61,45 +60,6 @@ def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cas
     else:
         grad_w = x.new_empty((0,))
     return grad_x.to(x.dtype).contiguous(), grad_w
-
-
-# --------------------------------------------------------------------------------------------------- gated act
-ACTIVATIONS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
-
-
-def _act_backward(grad_a, gate, act):
-    if act == "silu":
-        return torch.ops.aten.silu_backward(grad_a, gate)
-    return torch.ops.aten.gelu_backward(grad_a, gate, approximate="tanh" if act == "gelu_tanh" else "none")
-
-
-def _halves(gate_up, gate_first):
-    first, second = gate_up.chunk(2, -1)
-    return (first, second) if gate_first else (second, first)
-
-
-@_implements
-def gated_act(gate, up, act):
-    return (ACTIVATIONS[act](gate) * up).contiguous()
-
-
-@_implements
-def gated_act_fused(gate_up, act, gate_first):
-    return gated_act(*_halves(gate_up, gate_first), act)
-
-
-@_implements
-def gated_act_backward(grad_y, gate, up, act):
-    """Eager autograd of act(gate) * up, step for step (the same roundings)."""
-    grad_up = grad_y * ACTIVATIONS[act](gate)
-    grad_gate = _act_backward(grad_y * up, gate, act)
-    return grad_gate.contiguous(), grad_up.contiguous()
-
-
-@_implements
-def gated_act_fused_backward(grad_y, gate_up, act, gate_first):
-    grad_gate, grad_up = gated_act_backward(grad_y, *_halves(gate_up, gate_first), act)
-    return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
 
 
 # --------------------------------------------------------------------------------------------------------- rope

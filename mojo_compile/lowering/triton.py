@@ -6,32 +6,18 @@ import torch
 
 from ..kernels import attention as attn_kernels
 from ..kernels import cross_entropy as ce_kernels
-from ..kernels import gated_act as act_kernels
 from ..kernels import rms_norm as rms_kernels
+from ..kernels.common import FLOAT_DTYPES
+from ..kernels.common import ttx_device_reason as _device_reason
+from ..kernels.common import ttx_elementwise_reason as _elementwise_reason
+from ..kernels.common import ttx_traceable as _traceable
 from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
 from . import attention_choice as attn_choice
 from . import reference
 from .table import Table
 
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 TABLE = Table("ttx")  # each op's entry registered below its implementation
-
-
-def _traceable(*args) -> bool:
-    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
-    a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
-    if rms_kernels.interpreting():
-        return False
-    return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
-
-
-def _device_reason(t: torch.Tensor):
-    if t.device.type == "cuda" or (t.device.type == "cpu" and rms_kernels.interpreting()):
-        return None
-    if t.device.type == "cpu":
-        return "ttx runs on CUDA tensors; these are on the CPU (set TRITON_INTERPRET=1 to interpret the kernels)"
-    return f"ttx does not run on {t.device.type} tensors"
 
 
 def _rows_reason(x, weight, *others):
@@ -80,48 +66,6 @@ def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, ca
 TABLE.implement("rms_norm", rms_norm, supports=_supports_rms_norm, traceable=_traceable)
 TABLE.implement("add_rms_norm", add_rms_norm, supports=_supports_add_rms_norm, traceable=_traceable)
 TABLE.implement("rms_norm_backward", rms_kernels.rms_norm_bwd, supports=_supports_backward, traceable=_traceable)
-
-
-def _elementwise_reason(*tensors):
-    """Tensors the gated-activation kernels take: same shape and float dtype, unit stride in the last dim."""
-    reason = _device_reason(tensors[0])
-    if reason:
-        return reason
-    if tensors[0].dtype not in FLOAT_DTYPES:
-        return f"dtype {tensors[0].dtype} is not fp16/bf16/fp32"
-    for t in tensors:
-        if t.dim() == 0:
-            return "a 0-d input"
-        if t.stride(-1) != 1 and t.numel() > 1:
-            return "the last dim is strided"
-        if t.device != tensors[0].device:
-            return "inputs on different devices"
-    return None
-
-
-def _supports_gated_act(gate, up, act):
-    return _elementwise_reason(gate, up)
-
-
-def _supports_gated_act_fused(gate_up, act, gate_first):
-    return _elementwise_reason(gate_up)
-
-
-def _supports_gated_act_backward(grad_y, gate, up, act):
-    return _elementwise_reason(grad_y, gate, up)
-
-
-def _supports_gated_act_fused_backward(grad_y, gate_up, act, gate_first):
-    return _elementwise_reason(grad_y, gate_up)
-
-
-TABLE.implement("gated_act", act_kernels.gated_act_fwd, supports=_supports_gated_act, traceable=_traceable)
-TABLE.implement("gated_act_fused", act_kernels.gated_act_fused_fwd, supports=_supports_gated_act_fused,
-                traceable=_traceable)
-TABLE.implement("gated_act_backward", act_kernels.gated_act_bwd, supports=_supports_gated_act_backward,
-                traceable=_traceable)
-TABLE.implement("gated_act_fused_backward", act_kernels.gated_act_fused_bwd,
-                supports=_supports_gated_act_fused_backward, traceable=_traceable)
 
 
 def _rope_reason(q, k, cos, sin, *weights):
