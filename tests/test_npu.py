@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mojo_compile.lowering import reference
+from mojo_compile.ops import attention
 
 CALLS = []
 
@@ -85,8 +86,8 @@ def test_attention_matches_the_reference(npu, case):
     before = None if mask is None else mask.clone()
     positions = torch.tensor(q_pos) if q_pos else None
     args = (q, k, v, mask, positions, 0.3, causal, window, 0.0, None)
-    out, lse = npu.attention(*args)
-    ref_out, ref_lse = reference.attention(*args)
+    out, lse = attention.npu_forward(*args)
+    ref_out, ref_lse = attention.reference(*args)
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-6)  # -inf where a row has no key
     (call,) = CALLS
@@ -99,7 +100,7 @@ def test_attention_matches_the_reference(npu, case):
 def test_attention_reasons(npu):
     """What FIA cannot take falls back to the torch reference, with the reason."""
     q, k, v = qkv(4, 4, dtype=torch.bfloat16)
-    reason = npu.TABLE["attention"].supports
+    reason = attention._npu_reason
     plain = (q, k, v, None, None, 0.25, True, 0, 0.0, None)
     assert "npu tensors" in reason(*plain)  # everything else would be taken
     assert "fp16/bf16" in reason(q.float(), k.float(), v.float(), *plain[3:])

@@ -8,13 +8,6 @@ exactly that rounded value) and multiplies by the weight afterwards.
 npu_swiglu takes the fused gate_up tensor (silu of its first half times the second), so only the fused SwiGLU form
 with the gate first maps onto it; the two-tensor form would need a cat and runs on the torch reference.
 
-Attention runs on npu_fused_infer_attention_score (FIA) for prefill and decode alike: unlike npu_fusion_attention
-(max and sum, in its own layout) and npu_incre_flash_attention (nothing), it returns the row log-sum-exp the op owes
-(softmax_lse_flag). GQA is native (num_key_value_heads), the scale is always passed (FIA's default is 1.0), and Ascend
-masks mean the opposite of ours: True = masked out. Plain causal is sparse_mode 3 (bottom-right, as the op's) with the
-compressed 2048 x 2048 mask; positions, windows and mask tensors become one explicit bool mask (sparse_mode 0).
-Rows left with no key get the op's zeros and -inf by a where on the device, whatever FIA returns for them.
-
 Backward ops have no entry here: they run on the torch reference (logged once). The cross-entropy loss and its
 backward are listed with the torch reference as their implementation (no torch_npu op is mapped yet). None of
 this has run on an NPU here; tests/test_npu.py checks every mapping against stand-ins that implement the
@@ -22,7 +15,6 @@ documented semantics.
 """
 from __future__ import annotations
 
-import functools
 
 import torch
 import torch_npu  # noqa: F401  (an ImportError marks the target unavailable, with this reason)
@@ -98,60 +90,6 @@ def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
 
 
 TABLE.implement("rope", rope, supports=_rope_reason)
-
-
-def _mask4(mask):
-    """A mask broadcastable to [B, Hq, Sq, Skv] as 4-D."""
-    return mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-
-
-def _attention_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    if softcap or sinks is not None:
-        return "a softcap or sinks (no torch_npu attention op here takes them)"
-    if mask is not None and mask.dtype != torch.bool:
-        return "an additive mask (FIA's masks are bool; its pse_shift is not mapped)"
-    if mask is not None and (mask.dim() > 4 or _mask4(mask).shape[1] != 1):
-        return f"a per-head mask {tuple(mask.shape)} (FIA's masks are shared by the heads)"
-    if q.shape[1] % k.shape[1] or q.shape[1] // k.shape[1] > 64:
-        return f"{q.shape[1]} query heads over {k.shape[1]} kv heads (FIA: a divisor, a ratio up to 64)"
-    if q.dtype not in (torch.float16, torch.bfloat16):
-        return f"npu_fused_infer_attention_score takes fp16/bf16, not {q.dtype}"
-    if q.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {q.device.type}"
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _compressed_causal(device: torch.device) -> torch.Tensor:
-    """sparse_mode 3's mask: [2048, 2048], True above the diagonal (masked out)."""
-    return torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=device), 1)
-
-
-def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    batch, heads, s_q, _ = q.shape
-    keep, fia_mask = None, {}
-    # sparse_mode 3 only where every query row keeps a key: with more queries than keys the first rows have none,
-    # and the explicit path below gives them the op's 0 / -inf.
-    explicit = mask is not None or q_pos is not None or window or (causal and s_q > k.shape[2])
-    structure = reference.structural_mask(q, k, q_pos, causal, window) if explicit else None  # [Sq, Skv] or None
-    if mask is not None or structure is not None:
-        keep = structure if mask is None else _mask4(mask) if structure is None else _mask4(mask) & structure
-        keep = _mask4(keep).expand(batch, 1, s_q, k.shape[2])
-        fia_mask = dict(atten_mask=(~keep).contiguous(), sparse_mode=0)  # Ascend: True = masked out
-    elif causal:
-        fia_mask = dict(atten_mask=_compressed_causal(q.device), sparse_mode=3)
-    out, lse = torch_npu.npu_fused_infer_attention_score(
-        q, k, v, num_heads=heads, num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale,
-        softmax_lse_flag=True, **fia_mask)
-    lse = lse.reshape(batch, heads, s_q).float()
-    if keep is not None:  # rows with no key: the op's 0 and -inf (on the device: no host sync)
-        any_key = keep.any(-1)  # [B, 1, Sq]
-        out = torch.where(any_key[..., None], out, torch.zeros((), dtype=out.dtype, device=out.device))
-        lse = torch.where(any_key, lse, torch.full((), float("-inf"), device=lse.device))
-    return out.contiguous(), lse
-
-
-TABLE.implement("attention", attention, supports=_attention_reason)
 
 
 def _npu_tensors(logits, *rest):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import attention as attn_kernels
 from ..kernels import cross_entropy as ce_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels.common import FLOAT_DTYPES
@@ -13,7 +12,6 @@ from ..kernels.common import ttx_elementwise_reason as _elementwise_reason
 from ..kernels.common import ttx_traceable as _traceable
 from ..kernels import rope as rope_kernels
 from ..ops.rms_norm import rms_norm_out_dtype
-from . import attention_choice as attn_choice
 from . import reference
 from .table import Table
 
@@ -129,71 +127,6 @@ def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rs
 TABLE.implement("qk_norm_rope", qk_norm_rope, supports=_supports_qk_norm_rope, traceable=_traceable)
 TABLE.implement("qk_norm_rope_backward", qk_norm_rope_backward, supports=_supports_qk_norm_rope_backward,
                 traceable=_traceable)
-
-
-def _attention_reason(q, k, v, mask, q_pos, sinks):
-    reason = _device_reason(q)
-    if reason:
-        return reason
-    if q.dtype not in FLOAT_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        return f"q/k/v dtypes {q.dtype}/{k.dtype}/{v.dtype} are not one of fp16/bf16/fp32"
-    if any(t.stride(-1) != 1 for t in (q, k, v)):
-        return "q, k or v is strided in the head dim"
-    if q.shape[-1] > 256 or v.shape[-1] != q.shape[-1]:
-        return f"head dims {q.shape[-1]}/{v.shape[-1]}: the kernels take equal head dims up to 256"
-    if mask is not None and (mask.dim() > 4 or not (mask.dtype == torch.bool or mask.dtype.is_floating_point)):
-        return f"mask {mask.dtype} {tuple(mask.shape)} is not a bool / float tensor of at most 4 dims"
-    if q_pos is not None and (q_pos.dtype.is_floating_point or q_pos.dim() != 1 or q_pos.shape[0] != q.shape[2]):
-        return f"q_pos {q_pos.dtype} {tuple(q_pos.shape)} is not one integer position per query row"
-    if q.shape[0] > 65535 or k.shape[1] > 65535:
-        return "batch or kv heads beyond the kernels' grid limit (65535)"
-    return None
-
-
-def _supports_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    return _attention_reason(q, k, v, mask, q_pos, sinks)
-
-
-def _supports_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    return _attention_reason(q, k, v, mask, q_pos, sinks) or _elementwise_reason(grad_out, out)
-
-
-def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    choice = attn_choice.forward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    return attn_choice.run_forward(choice, q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-
-
-def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    choice = attn_choice.backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    if choice in attn_choice.SDPA_KERNELS:
-        dq, dk, dv = attn_choice.sdpa_backward(choice, grad_out, q, k, v, out, lse, scale, causal)
-        return dq, dk, dv, q.new_empty((0,))
-    dq, dk, dv, dsinks = attn_kernels.attention_bwd(grad_out, q, k, v, out, lse, scale, causal=causal, window=window,
-                                                    softcap=softcap, q_pos=q_pos, mask=mask, sinks=sinks)
-    return dq, dk, dv, (dsinks if dsinks is not None else q.new_empty((0,)))
-
-
-def _traceable_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    """Our kernels inline into Inductor's graph; torch's SDPA kernels are called from the op, opaque (so that a
-    backward torch refuses can still fall back to ours)."""
-    choice = attn_choice.forward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    return _traceable(q, k, v, mask, q_pos, sinks) and choice not in attn_choice.SDPA_KERNELS
-
-
-def _describe_attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks) -> str:
-    choice = attn_choice.forward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    return f"kernel: {attn_choice.KERNEL_NAMES[choice]}"
-
-
-def _traceable_attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    choice = attn_choice.backward_choice(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks)
-    return _traceable(q, k, v, mask, q_pos, sinks) and choice not in attn_choice.SDPA_KERNELS
-
-
-TABLE.implement("attention", attention, supports=_supports_attention, traceable=_traceable_attention,
-                describe=_describe_attention)
-TABLE.implement("attention_backward", attention_backward, supports=_supports_attention_backward,
-                traceable=_traceable_attention_backward)
 
 
 def _cross_entropy_reason(logits, labels, *rows):
