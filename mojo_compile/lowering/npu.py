@@ -1,13 +1,6 @@
 """Target `torch_npu`: Ascend's fused ops (docs/seed-contracts.md). The table loads only where
 torch_npu imports; asking for this target elsewhere is a clear error (backend.resolve_target).
 
-npu_rms_norm / npu_add_rms_norm compute in fp32 and round once at the end ("output" numerics). The Llama spelling
-("normed") rounds the normalised value before the weight multiply, so it runs the NPU op with a unit gamma (which is
-exactly that rounded value) and multiplies by the weight afterwards.
-
-npu_swiglu takes the fused gate_up tensor (silu of its first half times the second), so only the fused SwiGLU form
-with the gate first maps onto it; the two-tensor form would need a cat and runs on the torch reference.
-
 Backward ops have no entry here: they run on the torch reference (logged once). The cross-entropy loss and its
 backward are listed with the torch reference as their implementation (no torch_npu op is mapped yet). None of
 this has run on an NPU here; tests/test_npu.py checks every mapping against stand-ins that implement the
@@ -19,53 +12,11 @@ from __future__ import annotations
 import torch
 import torch_npu  # noqa: F401  (an ImportError marks the target unavailable, with this reason)
 
-from ..ops.rms_norm import rms_norm_out_dtype
 from . import reference
 from .table import Table
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 TABLE = Table("torch_npu")  # each op's entry registered below its implementation
-
-
-def _reason(x, weight, weight_offset, cast):
-    if x.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {x.device.type}"
-    if x.dtype not in FLOAT_DTYPES:
-        return f"input dtype {x.dtype} is not fp16/bf16/fp32"
-    if cast == "rstd" and x.dtype != torch.float32:
-        return "npu_rms_norm does not round the inverse root to the input dtype (cast='rstd')"
-    if weight is not None and weight.dtype != x.dtype and cast != "normed":
-        return f"npu_rms_norm takes gamma in the input dtype ({x.dtype}), the weight is {weight.dtype}"
-    if weight_offset and cast != "normed" and x.dtype != torch.float32:
-        return "gamma = 1 + w would be rounded to the input dtype before npu_rms_norm uses it"
-    return None
-
-
-def _gamma(x, weight, weight_offset, cast):
-    if weight is None or cast == "normed":
-        return torch.ones(x.shape[-1], dtype=x.dtype, device=x.device)
-    return weight + weight_offset if weight_offset else weight
-
-
-def _finish(y, x, weight, weight_offset, cast):
-    if cast == "normed" and weight is not None:  # Llama: the weight multiplies the rounded normalised value
-        y = (y.float() * (weight.float() + weight_offset)).to(rms_norm_out_dtype(x, weight, cast))
-    return y
-
-
-def rms_norm(x, weight, eps, weight_offset, cast):
-    y, rstd = torch_npu.npu_rms_norm(x, _gamma(x, weight, weight_offset, cast), epsilon=eps)
-    return _finish(y, x, weight, weight_offset, cast), rstd.reshape(x.shape[:-1]).float()
-
-
-def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
-    y, rstd, total = torch_npu.npu_add_rms_norm(x, residual, _gamma(x, weight, weight_offset, cast), epsilon=eps)
-    return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
-
-
-TABLE.implement("rms_norm", rms_norm, supports=lambda x, weight, eps, offset, cast: _reason(x, weight, offset, cast))
-TABLE.implement("add_rms_norm", add_rms_norm,
-                supports=lambda x, r, weight, eps, offset, cast: _reason(x, weight, offset, cast))
 
 
 def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):

@@ -18,7 +18,8 @@ def _implements(fn):
     return TABLE.implement(fn.__name__, fn, traceable=lambda *args: True)
 
 
-def _normalise(x, weight, eps, weight_offset, cast):
+def normalise(x, weight, eps, weight_offset, cast):
+    """RMSNorm of the rows of x as the `cast` spelling rounds it (ops/rms_norm.py): (y, rstd fp32)."""
     x32 = x.float()
     rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     if cast in ("normed", "rstd"):
@@ -33,20 +34,7 @@ def _normalise(x, weight, eps, weight_offset, cast):
     return y.contiguous(), rstd.squeeze(-1).contiguous()
 
 
-@_implements
-def rms_norm(x, weight, eps, weight_offset, cast):
-    return _normalise(x, weight, eps, weight_offset, cast)
-
-
-@_implements
-def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
-    total = (x + residual).contiguous()
-    y, rstd = _normalise(total, weight, eps, weight_offset, cast)
-    return y, total, rstd
-
-
-@_implements
-def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
+def rms_norm_grad(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
     """fp32 gradient of y = n * w_eff with n = x * rstd (the casts are treated as identities)."""
     g = grad_y.float()
     n = x.float() * rstd.unsqueeze(-1)
@@ -135,7 +123,7 @@ def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, r
     outs, rstds = [], []
     for x, w in ((q, q_weight), (k, k_weight)):
         xs = _bshd(x, seq_dim)
-        y, rstd = _normalise(_norm_rows(xs, together), w, eps, weight_offset, cast)
+        y, rstd = normalise(_norm_rows(xs, together), w, eps, weight_offset, cast)
         y = _rope_one(y.view(xs.shape), cos, sin, rotary_dim, interleaved, 1, False)
         outs.append(_bshd(y, seq_dim).contiguous())
         rstds.append(rstd)
@@ -149,7 +137,7 @@ def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rs
     for g, x, w, rstd in ((grad_q, q, q_weight, q_rstd), (grad_k, k, k_weight, k_rstd)):
         xs = _bshd(x, seq_dim)
         g_normed = _rope_grad_one(_bshd(g, seq_dim), cos, sin, rotary_dim, interleaved, 1, False, torch.float32)
-        dx, dw = rms_norm_backward(_norm_rows(g_normed, together), _norm_rows(xs, together), w, rstd, None,
+        dx, dw = rms_norm_grad(_norm_rows(g_normed, together), _norm_rows(xs, together), w, rstd, None,
                                    weight_offset, cast, True)
         grads.append(_bshd(dx.view(xs.shape), seq_dim).contiguous())
         weight_grads.append(dw)

@@ -11,59 +11,10 @@ from ..kernels.common import ttx_device_reason as _device_reason
 from ..kernels.common import ttx_elementwise_reason as _elementwise_reason
 from ..kernels.common import ttx_traceable as _traceable
 from ..kernels import rope as rope_kernels
-from ..ops.rms_norm import rms_norm_out_dtype
 from . import reference
 from .table import Table
 
 TABLE = Table("ttx")  # each op's entry registered below its implementation
-
-
-def _rows_reason(x, weight, *others):
-    reason = _device_reason(x)
-    if reason:
-        return reason
-    if x.dtype not in FLOAT_DTYPES:
-        return f"input dtype {x.dtype} is not fp16/bf16/fp32"
-    if x.dim() == 0:
-        return "a 0-d input has no dim to normalise"
-    if weight is not None:
-        if weight.dtype not in FLOAT_DTYPES:
-            return f"weight dtype {weight.dtype} is not fp16/bf16/fp32"
-        if weight.dim() != 1 or weight.shape[0] != x.shape[-1] or weight.device != x.device:
-            return f"weight {tuple(weight.shape)} on {weight.device} is not one value per column of x {tuple(x.shape)}"
-        if weight.stride(0) != 1:
-            return "weight is not contiguous"
-    for t in others:
-        if t is not None and (t.shape != x.shape or t.device != x.device):
-            return f"a tensor of shape {tuple(t.shape)} does not match x {tuple(x.shape)}"
-    return None
-
-
-def rms_norm(x, weight, eps, weight_offset, cast):
-    y, _, rstd = rms_kernels.rms_norm_fwd(x, None, weight, eps, weight_offset, cast,
-                                          rms_norm_out_dtype(x, weight, cast))
-    return y, rstd
-
-
-def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
-    return rms_kernels.rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, rms_norm_out_dtype(x, weight, cast))
-
-
-def _supports_rms_norm(x, weight, eps, weight_offset, cast):
-    return _rows_reason(x, weight)
-
-
-def _supports_add_rms_norm(x, residual, weight, eps, weight_offset, cast):
-    return _rows_reason(x, weight, residual)
-
-
-def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
-    return _rows_reason(x, weight, grad_y, grad_residual)
-
-
-TABLE.implement("rms_norm", rms_norm, supports=_supports_rms_norm, traceable=_traceable)
-TABLE.implement("add_rms_norm", add_rms_norm, supports=_supports_add_rms_norm, traceable=_traceable)
-TABLE.implement("rms_norm_backward", rms_kernels.rms_norm_bwd, supports=_supports_backward, traceable=_traceable)
 
 
 def _rope_reason(q, k, cos, sin, *weights):
