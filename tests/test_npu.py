@@ -13,8 +13,7 @@ import types
 import pytest
 import torch
 
-from mojo_compile.lowering import reference
-from mojo_compile.ops import attention
+from mojo_compile.ops import attention, rope
 from mojo_compile.ops import rms_norm as rms_norm_ops
 
 CALLS = []
@@ -195,8 +194,8 @@ def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
     if cos_batch == 1:
         cos, sin = cos[0], sin[0]
     args = (q, k, cos, sin, 32, interleaved, seq_dim, False)
-    assert "npu tensors" in npu_ops.TABLE["rope"].supports(*args)  # nothing else refused
-    for out, ref in zip(npu_ops.rope(*args), reference.rope(*args)):
+    assert "npu tensors" in rope._npu_reason(*args)  # nothing else refused
+    for out, ref in zip(rope.npu_forward(*args), rope.reference(*args)):
         assert out.shape == ref.shape and out.is_contiguous()
         assert ulps(out, ref) <= 2  # eager rounds each product; the op rounds once
 
@@ -204,7 +203,7 @@ def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
 def test_rope_reasons(npu_ops):
     q, k = torch.randn(1, 3, 4, 32, dtype=torch.bfloat16), torch.randn(1, 3, 2, 32, dtype=torch.bfloat16)
     cos = sin = torch.randn(3, 32, dtype=torch.bfloat16)
-    reason = npu_ops.TABLE["rope"].supports
+    reason = rope._npu_reason
     assert "whole head" in reason(q, k, cos[:, :16], sin[:, :16], 16, False, 1, False)
     assert "dtype" in reason(q, k, cos.float(), sin.float(), 32, False, 1, False)
     wide = torch.randn(1, 3, 2, 896, dtype=torch.bfloat16)

@@ -19,30 +19,6 @@ FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 TABLE = Table("torch_npu")  # each op's entry registered below its implementation
 
 
-def _rope_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    if rotary_dim != q.shape[-1]:
-        return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"
-    if cos.dtype != q.dtype or k.dtype != q.dtype:
-        return f"npu_rotary_mul takes cos/sin in the dtype of q ({q.dtype}), not {cos.dtype}"
-    if q.shape[-1] >= 896 or max(q.shape[0], q.shape[3 - seq_dim], k.shape[3 - seq_dim]) >= 1000:
-        return f"npu_rotary_mul's limits (D < 896, B and heads < 1000): q {tuple(q.shape)}, k {tuple(k.shape)}"
-    if q.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {q.device.type}"
-    return None
-
-
-def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    """npu_rotary_mul per tensor, cos/sin broadcast over the heads dim (layout limits: see seed-contracts.md)."""
-    def table(t):
-        return (t if t.dim() == 3 else t.unsqueeze(0)).unsqueeze(3 - seq_dim)
-
-    mode = "interleave" if interleaved else "half"
-    return tuple(torch_npu.npu_rotary_mul(x, table(cos), table(sin), rotary_mode=mode).contiguous() for x in (q, k))
-
-
-TABLE.implement("rope", rope, supports=_rope_reason)
-
-
 def _npu_tensors(logits, *rest):
     return None if logits.device.type == "npu" else f"torch_npu runs on npu tensors, not {logits.device.type}"
 

@@ -8,76 +8,10 @@ from ..kernels import cross_entropy as ce_kernels
 from ..kernels import rms_norm as rms_kernels
 from ..kernels.common import FLOAT_DTYPES
 from ..kernels.common import ttx_device_reason as _device_reason
-from ..kernels.common import ttx_elementwise_reason as _elementwise_reason
-from ..kernels.common import ttx_traceable as _traceable
-from ..kernels import rope as rope_kernels
 from . import reference
 from .table import Table
 
 TABLE = Table("ttx")  # each op's entry registered below its implementation
-
-
-def _rope_reason(q, k, cos, sin, *weights):
-    reason = _elementwise_reason(q, k) or _elementwise_reason(cos, sin)
-    if reason:
-        return reason
-    if q.dtype != k.dtype:
-        return f"q {q.dtype} and k {k.dtype} differ in dtype"
-    if cos.dtype != sin.dtype or cos.shape != sin.shape or cos.dim() not in (2, 3):
-        return f"cos/sin {tuple(cos.shape)} {cos.dtype} are not [B or 1, S, R] or [S, R] of one dtype"
-    for w in weights:
-        if w.dtype not in FLOAT_DTYPES or w.stride(0) != 1 or w.device != q.device:
-            return f"norm weight {w.dtype} on {w.device} is not a contiguous float vector beside q"
-    return None
-
-
-def _supports_rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    return _rope_reason(q, k, cos, sin)
-
-
-def _supports_rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype,
-                            k_dtype):
-    if q_dtype != k_dtype:
-        return "q and k of different dtypes"
-    return _rope_reason(grad_q, grad_k, cos, sin)
-
-
-def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    return rope_kernels.rope_fwd(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last)
-
-
-def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
-    return rope_kernels.rope_bwd(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype)
-
-
-TABLE.implement("rope", rope, supports=_supports_rope, traceable=_traceable)
-TABLE.implement("rope_backward", rope_backward, supports=_supports_rope_backward, traceable=_traceable)
-
-
-def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
-    return _rope_reason(q, k, cos, sin, q_weight, k_weight)
-
-
-def _supports_qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
-                                    cos, sin, *rest):
-    return _rope_reason(q, k, cos, sin, q_weight, k_weight) or _elementwise_reason(grad_q, grad_k)
-
-
-def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim,
-                 together):
-    return rope_kernels.qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, interleaved,
-                                         seq_dim, together, weight_offset=weight_offset)
-
-
-def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
-                          rotary_dim, interleaved, seq_dim, together):
-    return rope_kernels.qk_norm_rope_bwd(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, cast, cos, sin,
-                                         rotary_dim, interleaved, seq_dim, together, weight_offset=weight_offset)
-
-
-TABLE.implement("qk_norm_rope", qk_norm_rope, supports=_supports_qk_norm_rope, traceable=_traceable)
-TABLE.implement("qk_norm_rope_backward", qk_norm_rope_backward, supports=_supports_qk_norm_rope_backward,
-                traceable=_traceable)
 
 
 def _cross_entropy_reason(logits, labels, *rows):
