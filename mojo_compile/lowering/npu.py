@@ -25,9 +25,7 @@ def _npu_tensors(logits, *rest):
 
 # The losses run the torch reference (fp32 per chunk of rows, dlogits in the logits' dtype): no torch_npu op is
 # mapped to it yet. Registered so that the report names torch_npu, not a fallback.
-for _op, _inputs_of in (("cross_entropy", lambda logits, *rest: logits),
-                        ("cross_entropy_backward", lambda grad_loss, grad_lse, logits, *rest: logits),
-                        ("linear_cross_entropy", lambda hidden, *rest: hidden),
+for _op, _inputs_of in (("linear_cross_entropy", lambda hidden, *rest: hidden),
                         ("linear_cross_entropy_backward", lambda grad_loss, grad_lse, hidden, *rest: hidden)):
     TABLE.implement(_op, reference.TABLE[_op].fn, supports=lambda *args, _of=_inputs_of: _npu_tensors(_of(*args)),
                     traceable=reference.TABLE[_op].traceable)

@@ -54,7 +54,7 @@ def rms_norm_grad(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, w
 CHUNK_ELEMENTS = 1 << 24  # fp32 temporaries per chunk of rows (64 MB), where the sizes are static
 
 
-def _row_chunks(*row_tensors):
+def row_chunks(*row_tensors):
     """The tensors (first dim N) split in chunks of rows, so that a [rows, V] fp32 temporary stays at most
     CHUNK_ELEMENTS; one chunk where N or V is symbolic (Inductor fuses the fp32 math there anyway)."""
     n, v = row_tensors[0].shape[0], row_tensors[0].shape[-1]
@@ -106,39 +106,6 @@ def cross_entropy_smoothed(nll, lse, row_sum, labels, ignore_index, n_classes, l
     ignored = labels == ignore_index
     smooth = lse - row_sum / n_classes
     return torch.where(ignored, 0.0, nll * (1 - label_smoothing) + smooth * label_smoothing)
-
-
-@_implements
-def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing=0.0):
-    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
-    bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
-    v = logits.shape[1]
-    chunks = _row_chunks(logits)
-    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks])
-    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
-    picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
-    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
-    if label_smoothing:
-        row_sum = torch.cat([x.float().sum(-1) for (x,) in chunks])
-        row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
-    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
-
-
-@_implements
-def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing=0.0):
-    """(softmax - onehot) * g in fp32 (the smoothed target's with label smoothing: cross_entropy_row_grads), per
-    chunk of rows, rounded once to the logits' dtype."""
-    v = logits.shape[1]
-    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
-    cols = torch.arange(v, device=logits.device)
-    parts = []
-    for x, t, s, a_rows, b_rows, c_rows in _row_chunks(logits, labels, lse, a, b, a if c is None else c):
-        pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
-        d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
-        if c is not None:
-            d = d - c_rows.unsqueeze(1)
-        parts.append(d.to(logits.dtype))
-    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
 
 # ------------------------------------------------------------------------------------- the LM head fused with the loss

@@ -5,65 +5,12 @@ from __future__ import annotations
 import torch
 
 from ..kernels import cross_entropy as ce_kernels
-from ..kernels import rms_norm as rms_kernels
 from ..kernels.common import FLOAT_DTYPES
 from ..kernels.common import ttx_device_reason as _device_reason
 from . import reference
 from .table import Table
 
 TABLE = Table("ttx")  # each op's entry registered below its implementation
-
-
-def _cross_entropy_reason(logits, labels, *rows):
-    reason = _device_reason(logits)
-    if reason:
-        return reason
-    if logits.dtype not in FLOAT_DTYPES or logits.dim() != 2:
-        return f"logits {logits.dtype} {tuple(logits.shape)} are not [N, V] fp16/bf16/fp32"
-    if labels.dtype != torch.int64 or labels.dim() != 1:
-        return f"labels {labels.dtype} {tuple(labels.shape)} are not int64 [N]"
-    if any(t is not None and t.device != logits.device for t in (labels, *rows)):
-        return "inputs on different devices"
-    return None
-
-
-def _supports_cross_entropy(logits, labels, *rest):
-    return _cross_entropy_reason(logits, labels)
-
-
-def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *rest):
-    return _cross_entropy_reason(logits, labels, grad_loss, grad_lse, lse)
-
-
-def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing):
-    """The kernel's per-row losses and lse (and rows' sums, with label smoothing), smoothed and reduced over rows
-    by torch (deterministic: no atomics)."""
-    row_sum = logits.new_empty(logits.shape[:1], dtype=torch.float32) if label_smoothing else None
-    row_loss, lse = ce_kernels.cross_entropy_fwd(logits, labels, ignore_index, row_sum=row_sum)
-    row_loss = reference.cross_entropy_smoothed(row_loss, lse, row_sum, labels, ignore_index, logits.shape[1],
-                                                label_smoothing)
-    return reference.cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse
-
-
-def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing):
-    a, b, c = reference.cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction,
-                                                logits.shape[1], label_smoothing)
-    return ce_kernels.cross_entropy_bwd(logits, labels, lse, a, b, c=c)
-
-
-def _traceable_cross_entropy(logits, *rest) -> bool:
-    """Only the class count sets the block size: any number of rows (tokens) inlines."""
-    return not rms_kernels.interpreting() and isinstance(logits.shape[1], int)
-
-
-def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> bool:
-    return _traceable_cross_entropy(logits)
-
-
-TABLE.implement("cross_entropy", cross_entropy, supports=_supports_cross_entropy,
-                traceable=_traceable_cross_entropy)
-TABLE.implement("cross_entropy_backward", cross_entropy_backward, supports=_supports_cross_entropy_backward,
-                traceable=_traceable_cross_entropy_backward)
 
 
 # ------------------------------------------------------------------------------- the LM head fused with the loss
