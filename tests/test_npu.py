@@ -6,13 +6,13 @@ worst a kernel could return there); for npu_rms_norm, npu_swiglu and npu_rotary_
 the table shapes npu_rotary_mul documents for each layout. So these tests check our mapping -- argument names, mask
 polarity, the explicit scale, structure turned into masks, empty rows, unit gammas, table shapes -- against the torch
 reference of each op."""
-import importlib
 import sys
 import types
 
 import pytest
 import torch
 
+from mojo_compile import lowering
 from mojo_compile.ops import attention, rope
 from mojo_compile.ops import rms_norm as rms_norm_ops
 
@@ -44,13 +44,26 @@ def fused_infer_attention_score(query, key, value, *, atten_mask=None, num_heads
 
 @pytest.fixture
 def npu(monkeypatch):
+    """The stand-in torch_npu, in sys.modules for the test: the mappings (ops/*.py) import it when they run, the
+    target's table when it loads. Removed after (monkeypatch): later imports see the real (missing) torch_npu."""
     stand_in = types.ModuleType("torch_npu")
     stand_in.npu_fused_infer_attention_score = fused_infer_attention_score
     monkeypatch.setitem(sys.modules, "torch_npu", stand_in)
-    sys.modules.pop("mojo_compile.lowering.npu", None)
     CALLS.clear()
-    yield importlib.import_module("mojo_compile.lowering.npu")
-    sys.modules.pop("mojo_compile.lowering.npu", None)  # later imports see the real (missing) torch_npu again
+    yield stand_in
+
+
+def test_the_target_loads_where_torch_npu_imports(npu):
+    """With torch_npu importable the target's table loads, holding the mappings the ops' modules registered."""
+    loader = lowering._LOADERS["torch_npu"]
+    lowering.register_target("torch_npu", loader)  # forget the table's state without torch_npu
+    try:
+        assert lowering.unavailable("torch_npu") is None
+        assert set(lowering._table("torch_npu")) == {
+            "rms_norm", "add_rms_norm", "gated_act_fused", "rope", "attention", "layer_norm", "add_layer_norm",
+            "cross_entropy", "cross_entropy_backward", "linear_cross_entropy", "linear_cross_entropy_backward"}
+    finally:
+        lowering.register_target("torch_npu", loader)  # loaded again without the stand-in: unavailable
 
 
 def qkv(s_q, s_kv, batch=2, heads=4, kv_heads=2, d=16, dtype=torch.float32):
@@ -146,8 +159,7 @@ def rotary_mul(x, r1, r2, rotary_mode="half"):
 
 @pytest.fixture
 def npu_ops(npu):
-    stand_in = sys.modules["torch_npu"]
-    stand_in.npu_rms_norm, stand_in.npu_swiglu, stand_in.npu_rotary_mul = rms_norm, swiglu, rotary_mul
+    npu.npu_rms_norm, npu.npu_swiglu, npu.npu_rotary_mul = rms_norm, swiglu, rotary_mul
     return npu
 
 

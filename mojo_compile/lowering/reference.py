@@ -1,21 +1,19 @@
-"""Target `torch`: the pure-PyTorch reference of every Mojo op, and the last fallback of every other target.
+"""The torch math several families' torch references (and implementations) share, kept in one place rather than
+imported from one op module into another:
 
-Written as the eager spellings the patterns replace, so that on this target a compiled model computes exactly what
-the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
+    normalise, rms_norm_grad      RMSNorm of rows and its gradient: the RMSNorm ops (ops/rms_norm.py) and the norm
+                                  of qk_norm_rope (ops/rope.py)
+    CHUNK_ELEMENTS, row_chunks    the size of the references' fp32 temporaries
+    cross_entropy_*               the loss per row, its reduction and its row gradients: mojo::cross_entropy
+                                  (ops/cross_entropy.py) and mojo::linear_cross_entropy (ops/linear_cross_entropy.py),
+                                  their torch references and their ttx implementations
+
+Written as the eager spellings the patterns replace, so that on the torch target a compiled model computes exactly
+what the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
 """
 from __future__ import annotations
 
 import torch
-
-from .table import Table
-
-TABLE = Table("torch")
-
-
-def _implements(fn):
-    """Registers `fn` as the torch implementation of the op of its name: plain torch ops, always traceable (the
-    inner compiler sees inside the op and fuses it with its neighbours)."""
-    return TABLE.implement(fn.__name__, fn, traceable=lambda *args: True)
 
 
 def normalise(x, weight, eps, weight_offset, cast):
