@@ -9,8 +9,8 @@ A target is a table `op name -> Impl(fn, supports)` (see table.py). Three ship w
 A new accelerator needs only a new table: `register_target("my_npu", load_table)`. Every op's implementations,
 the built-in families' included, are registered by the op's own module (ops/*.py):
 `register_impl(op, target, fn, supports=...)`. Tables load lazily: a built-in target's table loads where its package
-imports (ttx: triton, torch_npu: torch_npu; an ImportError marks the target unavailable, with its reason), and the
-implementations import their kernels on first use, so a target's imports are paid for only when it is used.
+imports (ttx: triton and the kernel modules, torch_npu: torch_npu; an ImportError marks the target unavailable, with
+its reason), so a target's imports are paid for only when it is used.
 
 How an op reaches its implementation:
   * called directly (eager, or the eager inner compiler): the custom op's body calls `call()`, which checks
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Callable, Optional
+import pkgutil
+from typing import Callable, Optional, Sequence
 
 import torch
 
@@ -77,19 +78,26 @@ _TORCH = Table("torch")  # the torch reference: every op's, and the last fallbac
 _BUILT_IN = {"torch": _TORCH, "ttx": Table("ttx"), "torch_npu": Table("torch_npu")}
 
 
-def _built_in(target: str, needs: Optional[str] = None) -> Callable[[], dict[str, Impl]]:
-    """The loader of a built-in target's table: `needs` is the package it runs on, imported first (an ImportError
-    marks the target unavailable, with that reason)."""
+def _built_in(target: str, needs: Callable[[], Sequence[str]] = lambda: ()) -> Callable[[], dict[str, Impl]]:
+    """The loader of a built-in target's table: `needs()` names the modules it runs on, imported first (an
+    ImportError marks the target unavailable, with that reason)."""
     def load() -> dict[str, Impl]:
-        if needs is not None:
-            importlib.import_module(needs)
+        for module in needs():
+            importlib.import_module(module)
         return _BUILT_IN[target]
     return load
 
 
+def _triton_and_the_kernels() -> list[str]:
+    """Triton, then every built-in kernel module: one that does not import with this Triton (too old for it, say)
+    leaves the whole target unavailable, so every op falls back to torch with the reason, never fails at a call."""
+    from .. import kernels
+    return ["triton", *(f"{kernels.__name__}.{m.name}" for m in pkgutil.iter_modules(kernels.__path__))]
+
+
 register_target("torch", _built_in("torch"))
-register_target("ttx", _built_in("ttx", "triton"))
-register_target("torch_npu", _built_in("torch_npu", "torch_npu"))
+register_target("ttx", _built_in("ttx", _triton_and_the_kernels))
+register_target("torch_npu", _built_in("torch_npu", lambda: ["torch_npu"]))
 
 
 def targets() -> list[str]:
