@@ -124,6 +124,35 @@ def _run(args, **kw):
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, **kw)
 
 
+def test_a_kernel_module_that_does_not_import_leaves_ttx_unavailable(tmp_path):
+    """A Triton too old for one of our kernel modules: the ttx target is unavailable with the reason (a GPU's default
+    target then falls back to torch with it; asking for ttx by name is the clear OptionError), nothing fails at a
+    call (a fresh process: the table loads once)."""
+    script = tmp_path / "no_rope_kernels.py"
+    script.write_text(textwrap.dedent("""
+        import sys, torch
+        sys.modules["mojo_compile.kernels.rope"] = None  # its import fails
+        import mojo_compile
+        from mojo_compile import lowering
+        def norm(x, w):
+            h = x.float()
+            return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+        x, w = torch.randn(4, 32), torch.randn(32)
+        try:
+            torch.compile(norm, backend="mojo", options={"target": "ttx", "inner_compiler": "eager"})(x, w)
+        except Exception as e:
+            assert "unavailable" in str(e), e
+        out = torch.compile(norm, backend="mojo", options={"inner_compiler": "eager"})(x, w)
+        assert torch.allclose(out, norm(x, w)), "wrong numbers"
+        print(mojo_compile.last_report().sites[-1].target, "|", lowering.unavailable("ttx"))
+    """))
+    env = dict(os.environ, PYTHONPATH=os.getcwd(), TRITON_INTERPRET="1")
+    done = _run([str(script)], env=env)
+    assert done.returncode == 0, done.stderr
+    target, reason = done.stdout.strip().splitlines()[-1].split(" | ")
+    assert target == "torch" and "mojo_compile.kernels.rope" in reason, done.stdout
+
+
 def test_cli_explain(tmp_path):
     script = tmp_path / "norm_script.py"
     script.write_text(textwrap.dedent("""

@@ -11,8 +11,7 @@ import mojo_compile
 from conftest import DEVICE, TARGETS
 from test_cross_entropy import check_as_accurate, compile_mojo
 from mojo_compile import lowering
-from mojo_compile.lowering import reference
-from mojo_compile.lowering import triton as triton_lowering
+from mojo_compile.ops import linear_cross_entropy as lce_ops
 
 mojo = torch.ops.mojo
 N_ROWS, HID, VOCAB = 12, 32, 517
@@ -22,8 +21,8 @@ N_ROWS, HID, VOCAB = 12, 32, 517
 def small_blocks(monkeypatch):
     """Blocks of 5 rows and 128 classes: several of each, the last ones partial (12 rows, V = 517). The Triton
     path's chunks: 5 rows of bf16 logits, 2 of fp32 (dweight summed over 3 or 6 chunks)."""
-    monkeypatch.setattr(reference, "LCE_BLOCKS", (5, 128))
-    monkeypatch.setattr(triton_lowering, "LCE_CHUNK_BYTES", 5 * VOCAB * 2)
+    monkeypatch.setattr(lce_ops, "LCE_BLOCKS", (5, 128))
+    monkeypatch.setattr(lce_ops, "LCE_CHUNK_BYTES", 5 * VOCAB * 2)
 
 
 def sites():
@@ -197,7 +196,7 @@ def test_op_blockwise_matches_one_block_and_frozen_weight():
     h.requires_grad_()
     loss = mojo.linear_cross_entropy(h, w, t, -100, "sum", target="torch")[0]
     (dh,) = torch.autograd.grad(loss, (h,))
-    reference.LCE_BLOCKS = (N_ROWS, VOCAB)
+    lce_ops.LCE_BLOCKS = (N_ROWS, VOCAB)
     loss1 = mojo.linear_cross_entropy(h, w, t, -100, "sum", target="torch")[0]
     (dh1,) = torch.autograd.grad(loss1, (h,))
     assert torch.allclose(loss, loss1, rtol=1e-6) and torch.allclose(dh, dh1, rtol=1e-5, atol=1e-6)

@@ -6,14 +6,15 @@ worst a kernel could return there); for npu_rms_norm, npu_swiglu and npu_rotary_
 the table shapes npu_rotary_mul documents for each layout. So these tests check our mapping -- argument names, mask
 polarity, the explicit scale, structure turned into masks, empty rows, unit gammas, table shapes -- against the torch
 reference of each op."""
-import importlib
 import sys
 import types
 
 import pytest
 import torch
 
-from mojo_compile.lowering import reference
+from mojo_compile import lowering
+from mojo_compile.ops import attention, rope
+from mojo_compile.ops import rms_norm as rms_norm_ops
 
 CALLS = []
 
@@ -43,13 +44,26 @@ def fused_infer_attention_score(query, key, value, *, atten_mask=None, num_heads
 
 @pytest.fixture
 def npu(monkeypatch):
+    """The stand-in torch_npu, in sys.modules for the test: the mappings (ops/*.py) import it when they run, the
+    target's table when it loads. Removed after (monkeypatch): later imports see the real (missing) torch_npu."""
     stand_in = types.ModuleType("torch_npu")
     stand_in.npu_fused_infer_attention_score = fused_infer_attention_score
     monkeypatch.setitem(sys.modules, "torch_npu", stand_in)
-    sys.modules.pop("mojo_compile.lowering.npu", None)
     CALLS.clear()
-    yield importlib.import_module("mojo_compile.lowering.npu")
-    sys.modules.pop("mojo_compile.lowering.npu", None)  # later imports see the real (missing) torch_npu again
+    yield stand_in
+
+
+def test_the_target_loads_where_torch_npu_imports(npu):
+    """With torch_npu importable the target's table loads, holding the mappings the ops' modules registered."""
+    loader = lowering._LOADERS["torch_npu"]
+    lowering.register_target("torch_npu", loader)  # forget the table's state without torch_npu
+    try:
+        assert lowering.unavailable("torch_npu") is None
+        assert set(lowering._table("torch_npu")) == {
+            "rms_norm", "add_rms_norm", "gated_act_fused", "rope", "attention", "layer_norm", "add_layer_norm",
+            "cross_entropy", "cross_entropy_backward", "linear_cross_entropy", "linear_cross_entropy_backward"}
+    finally:
+        lowering.register_target("torch_npu", loader)  # loaded again without the stand-in: unavailable
 
 
 def qkv(s_q, s_kv, batch=2, heads=4, kv_heads=2, d=16, dtype=torch.float32):
@@ -85,8 +99,8 @@ def test_attention_matches_the_reference(npu, case):
     before = None if mask is None else mask.clone()
     positions = torch.tensor(q_pos) if q_pos else None
     args = (q, k, v, mask, positions, 0.3, causal, window, 0.0, None)
-    out, lse = npu.attention(*args)
-    ref_out, ref_lse = reference.attention(*args)
+    out, lse = attention.npu_forward(*args)
+    ref_out, ref_lse = attention.reference(*args)
     torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-6)  # -inf where a row has no key
     (call,) = CALLS
@@ -99,7 +113,7 @@ def test_attention_matches_the_reference(npu, case):
 def test_attention_reasons(npu):
     """What FIA cannot take falls back to the torch reference, with the reason."""
     q, k, v = qkv(4, 4, dtype=torch.bfloat16)
-    reason = npu.TABLE["attention"].supports
+    reason = attention._npu_reason
     plain = (q, k, v, None, None, 0.25, True, 0, 0.0, None)
     assert "npu tensors" in reason(*plain)  # everything else would be taken
     assert "fp16/bf16" in reason(q.float(), k.float(), v.float(), *plain[3:])
@@ -145,8 +159,7 @@ def rotary_mul(x, r1, r2, rotary_mode="half"):
 
 @pytest.fixture
 def npu_ops(npu):
-    stand_in = sys.modules["torch_npu"]
-    stand_in.npu_rms_norm, stand_in.npu_swiglu, stand_in.npu_rotary_mul = rms_norm, swiglu, rotary_mul
+    npu.npu_rms_norm, npu.npu_swiglu, npu.npu_rotary_mul = rms_norm, swiglu, rotary_mul
     return npu
 
 
@@ -161,8 +174,8 @@ def test_rms_norm(npu_ops, cast):
     """Llama's "normed" runs the op with a unit gamma and multiplies by the weight after; "output" passes it."""
     x = torch.randn(3, 5, 64, dtype=torch.bfloat16)
     w = (1 + 0.1 * torch.randn(64)).to(torch.bfloat16)
-    y, rstd = npu_ops.rms_norm(x, w, 1e-6, 0.0, cast)
-    ref, ref_rstd = reference.rms_norm(x, w, 1e-6, 0.0, cast)
+    y, rstd = rms_norm_ops.npu_forward(x, w, 1e-6, 0.0, cast)
+    ref, ref_rstd = rms_norm_ops.reference(x, w, 1e-6, 0.0, cast)
     assert y.dtype == ref.dtype and rstd.shape == ref_rstd.shape == (3, 5)
     torch.testing.assert_close(rstd, ref_rstd, rtol=1e-6, atol=0)
     assert ulps(y, ref) <= 1  # the op's fp32 sum vs ours may flip a rounding
@@ -170,13 +183,15 @@ def test_rms_norm(npu_ops, cast):
 
 @pytest.mark.parametrize("gate_first", [True, False])
 def test_swiglu_fused(npu_ops, gate_first):
+    from mojo_compile.ops import gated_act
+
     gu = torch.randn(4, 2 * 48, dtype=torch.bfloat16)
-    reason = npu_ops.TABLE["gated_act_fused"].supports(gu, "silu", gate_first)
+    reason = gated_act._npu_reason(gu, "silu", gate_first)
     if not gate_first:
         assert "first half" in reason
         return
-    y = npu_ops.gated_act_fused(gu, "silu", True)
-    assert ulps(y, reference.gated_act_fused(gu, "silu", True)) <= 1  # eager rounds silu(g) first
+    y = gated_act.npu_fused_forward(gu, "silu", True)
+    assert ulps(y, gated_act.fused_reference(gu, "silu", True)) <= 1  # eager rounds silu(g) first
 
 
 @pytest.mark.parametrize("seq_dim", [1, 2])
@@ -191,8 +206,8 @@ def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
     if cos_batch == 1:
         cos, sin = cos[0], sin[0]
     args = (q, k, cos, sin, 32, interleaved, seq_dim, False)
-    assert "npu tensors" in npu_ops.TABLE["rope"].supports(*args)  # nothing else refused
-    for out, ref in zip(npu_ops.rope(*args), reference.rope(*args)):
+    assert "npu tensors" in rope._npu_reason(*args)  # nothing else refused
+    for out, ref in zip(rope.npu_forward(*args), rope.reference(*args)):
         assert out.shape == ref.shape and out.is_contiguous()
         assert ulps(out, ref) <= 2  # eager rounds each product; the op rounds once
 
@@ -200,7 +215,7 @@ def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
 def test_rope_reasons(npu_ops):
     q, k = torch.randn(1, 3, 4, 32, dtype=torch.bfloat16), torch.randn(1, 3, 2, 32, dtype=torch.bfloat16)
     cos = sin = torch.randn(3, 32, dtype=torch.bfloat16)
-    reason = npu_ops.TABLE["rope"].supports
+    reason = rope._npu_reason
     assert "whole head" in reason(q, k, cos[:, :16], sin[:, :16], 16, False, 1, False)
     assert "dtype" in reason(q, k, cos.float(), sin.float(), 32, False, 1, False)
     wide = torch.randn(1, 3, 2, 896, dtype=torch.bfloat16)

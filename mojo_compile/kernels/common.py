@@ -39,7 +39,8 @@ except ImportError:  # pragma: no cover
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
            "sm_count", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
-           "ACT_CODES", "CAST_CODES", "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise"]
+           "ACT_CODES", "CAST_CODES", "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise",
+           "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_elementwise_reason"]
 
 
 class NotInlinable(RuntimeError):
@@ -51,6 +52,44 @@ def interpreting() -> bool:
     if knobs is not None and hasattr(knobs, "runtime"):
         return bool(knobs.runtime.interpret)
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+# ------------------------------------------------------------------ what the ttx target's implementations check
+# Shared by the families' `supports` / `traceable` predicates on the ttx target (registered in ops/*.py).
+FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def ttx_traceable(*args) -> bool:
+    """Inductor launches the kernels itself, except under the interpreter (it cannot run on fake tensors) and where
+    a row width the launch configuration depends on is symbolic (block sizes are compile-time constants)."""
+    if interpreting():
+        return False
+    return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
+
+
+def ttx_device_reason(t: torch.Tensor):
+    if t.device.type == "cuda" or (t.device.type == "cpu" and interpreting()):
+        return None
+    if t.device.type == "cpu":
+        return "ttx runs on CUDA tensors; these are on the CPU (set TRITON_INTERPRET=1 to interpret the kernels)"
+    return f"ttx does not run on {t.device.type} tensors"
+
+
+def ttx_elementwise_reason(*tensors):
+    """Tensors the elementwise kernels take: same shape and float dtype, unit stride in the last dim."""
+    reason = ttx_device_reason(tensors[0])
+    if reason:
+        return reason
+    if tensors[0].dtype not in FLOAT_DTYPES:
+        return f"dtype {tensors[0].dtype} is not fp16/bf16/fp32"
+    for t in tensors:
+        if t.dim() == 0:
+            return "a 0-d input"
+        if t.stride(-1) != 1 and t.numel() > 1:
+            return "the last dim is strided"
+        if t.device != tensors[0].device:
+            return "inputs on different devices"
+    return None
 
 
 def _base_fn(kernel):

@@ -6,9 +6,11 @@ A target is a table `op name -> Impl(fn, supports)` (see table.py). Three ship w
     torch_npu  Ascend's fused torch_npu ops
     torch      the pure-PyTorch reference, and the last fallback of every op on every target
 
-A new accelerator needs only a new table: `register_target("my_npu", load_table)`. A new op's implementations
-are registered by the op's own module: `register_impl(op, target, fn, supports=...)`. Tables load lazily, so a
-target's imports (triton, torch_npu) are paid for only when it is used.
+A new accelerator needs only a new table: `register_target("my_npu", load_table)`. Every op's implementations,
+the built-in families' included, are registered by the op's own module (ops/*.py):
+`register_impl(op, target, fn, supports=...)`. Tables load lazily: a built-in target's table loads where its package
+imports (ttx: triton and the kernel modules, torch_npu: torch_npu; an ImportError marks the target unavailable, with
+its reason), so a target's imports are paid for only when it is used.
 
 How an op reaches its implementation:
   * called directly (eager, or the eager inner compiler): the custom op's body calls `call()`, which checks
@@ -21,13 +23,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import Callable, Optional
+import pkgutil
+from typing import Callable, Optional, Sequence
 
 import torch
 
 from ..kernels.common import NotInlinable
-from . import reference
-from .table import Impl, _always, _never, _silent
+from .table import Impl, Table, _always, _never, _silent
 
 __all__ = ["Impl", "register_target", "register_impl", "targets", "unavailable", "choose", "describe", "call",
            "check_target_name", "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler",
@@ -59,7 +61,7 @@ def register_impl(op: str, target: str, fn: Callable, *, supports: Callable[...,
     entry when it loads. Returns fn, so that it also works as `functools.partial(register_impl, op, target)`
     decorator-style."""
     impl = Impl(fn, supports, traceable, describe)
-    table = reference.TABLE if target == "torch" else _TABLES.get(target)
+    table = _TORCH if target == "torch" else _TABLES.get(target)
     pending = _PENDING.setdefault(target, {})
     if op in pending or (table is not None and op in table):
         raise ValueError(f"mojo: {op!r} is implemented twice on target {target!r}")
@@ -70,13 +72,32 @@ def register_impl(op: str, target: str, fn: Callable, *, supports: Callable[...,
     return fn
 
 
-def _module_table(module: str) -> Callable[[], dict[str, Impl]]:
-    return lambda: importlib.import_module(module, __name__).TABLE
+# The built-in targets' tables, filled by the ops' modules. One object per target for the life of the process, so
+# that a table loaded again (register_target anew) still holds the implementations registered into it.
+_TORCH = Table("torch")  # the torch reference: every op's, and the last fallback of every other target
+_BUILT_IN = {"torch": _TORCH, "ttx": Table("ttx"), "torch_npu": Table("torch_npu")}
 
 
-register_target("torch", lambda: reference.TABLE)
-register_target("ttx", _module_table(".triton"))
-register_target("torch_npu", _module_table(".npu"))
+def _built_in(target: str, needs: Callable[[], Sequence[str]] = lambda: ()) -> Callable[[], dict[str, Impl]]:
+    """The loader of a built-in target's table: `needs()` names the modules it runs on, imported first (an
+    ImportError marks the target unavailable, with that reason)."""
+    def load() -> dict[str, Impl]:
+        for module in needs():
+            importlib.import_module(module)
+        return _BUILT_IN[target]
+    return load
+
+
+def _triton_and_the_kernels() -> list[str]:
+    """Triton, then every built-in kernel module: one that does not import with this Triton (too old for it, say)
+    leaves the whole target unavailable, so every op falls back to torch with the reason, never fails at a call."""
+    from .. import kernels
+    return ["triton", *(f"{kernels.__name__}.{m.name}" for m in pkgutil.iter_modules(kernels.__path__))]
+
+
+register_target("torch", _built_in("torch"))
+register_target("ttx", _built_in("ttx", _triton_and_the_kernels))
+register_target("torch_npu", _built_in("torch_npu", lambda: ["torch_npu"]))
 
 
 def targets() -> list[str]:
@@ -164,7 +185,7 @@ def call(op: str, target: str, *args):
             with launch_directly():
                 return _TABLES[target][op].fn(*args)
         log_fallback_once(op, target, reason)
-    return reference.TABLE[op].fn(*args)
+    return _TORCH[op].fn(*args)
 
 
 def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
@@ -175,7 +196,7 @@ def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
             impl = _TABLES[target][op]
             return impl.fn if impl.traceable(*args) else None
         log_fallback_once(op, target, reason)
-    impl = reference.TABLE[op]
+    impl = _TORCH[op]
     return impl.fn if impl.traceable(*args) else None
 
 

@@ -1,25 +1,23 @@
-"""Target `torch`: the pure-PyTorch reference of every Mojo op, and the last fallback of every other target.
+"""The torch math several families' torch references (and implementations) share, kept in one place rather than
+imported from one op module into another:
 
-Written as the eager spellings the patterns replace, so that on this target a compiled model computes exactly what
-the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
+    normalise, rms_norm_grad      RMSNorm of rows and its gradient: the RMSNorm ops (ops/rms_norm.py) and the norm
+                                  of qk_norm_rope (ops/rope.py)
+    CHUNK_ELEMENTS, row_chunks    the size of the references' fp32 temporaries
+    cross_entropy_*               the loss per row, its reduction and its row gradients: mojo::cross_entropy
+                                  (ops/cross_entropy.py) and mojo::linear_cross_entropy (ops/linear_cross_entropy.py),
+                                  their torch references and their ttx implementations
+
+Written as the eager spellings the patterns replace, so that on the torch target a compiled model computes exactly
+what the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-
-from .table import Table
-
-TABLE = Table("torch")
 
 
-def _implements(fn):
-    """Registers `fn` as the torch implementation of the op of its name: plain torch ops, always traceable (the
-    inner compiler sees inside the op and fuses it with its neighbours)."""
-    return TABLE.implement(fn.__name__, fn, traceable=lambda *args: True)
-
-
-def _normalise(x, weight, eps, weight_offset, cast):
+def normalise(x, weight, eps, weight_offset, cast):
+    """RMSNorm of the rows of x as the `cast` spelling rounds it (ops/rms_norm.py): (y, rstd fp32)."""
     x32 = x.float()
     rstd = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     if cast in ("normed", "rstd"):
@@ -34,20 +32,7 @@ def _normalise(x, weight, eps, weight_offset, cast):
     return y.contiguous(), rstd.squeeze(-1).contiguous()
 
 
-@_implements
-def rms_norm(x, weight, eps, weight_offset, cast):
-    return _normalise(x, weight, eps, weight_offset, cast)
-
-
-@_implements
-def add_rms_norm(x, residual, weight, eps, weight_offset, cast):
-    total = (x + residual).contiguous()
-    y, rstd = _normalise(total, weight, eps, weight_offset, cast)
-    return y, total, rstd
-
-
-@_implements
-def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
+def rms_norm_grad(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
     """fp32 gradient of y = n * w_eff with n = x * rstd (the casts are treated as identities)."""
     g = grad_y.float()
     n = x.float() * rstd.unsqueeze(-1)
@@ -63,235 +48,11 @@ def rms_norm_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cas
     return grad_x.to(x.dtype).contiguous(), grad_w
 
 
-# --------------------------------------------------------------------------------------------------- gated act
-ACTIVATIONS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
-
-
-def _act_backward(grad_a, gate, act):
-    if act == "silu":
-        return torch.ops.aten.silu_backward(grad_a, gate)
-    return torch.ops.aten.gelu_backward(grad_a, gate, approximate="tanh" if act == "gelu_tanh" else "none")
-
-
-def _halves(gate_up, gate_first):
-    first, second = gate_up.chunk(2, -1)
-    return (first, second) if gate_first else (second, first)
-
-
-@_implements
-def gated_act(gate, up, act):
-    return (ACTIVATIONS[act](gate) * up).contiguous()
-
-
-@_implements
-def gated_act_fused(gate_up, act, gate_first):
-    return gated_act(*_halves(gate_up, gate_first), act)
-
-
-@_implements
-def gated_act_backward(grad_y, gate, up, act):
-    """Eager autograd of act(gate) * up, step for step (the same roundings)."""
-    grad_up = grad_y * ACTIVATIONS[act](gate)
-    grad_gate = _act_backward(grad_y * up, gate, act)
-    return grad_gate.contiguous(), grad_up.contiguous()
-
-
-@_implements
-def gated_act_fused_backward(grad_y, gate_up, act, gate_first):
-    grad_gate, grad_up = gated_act_backward(grad_y, *_halves(gate_up, gate_first), act)
-    return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
-
-
-# --------------------------------------------------------------------------------------------------------- rope
-def _table_for(x, table, seq_dim):
-    """cos/sin [B or 1, S, R] or [S, R] -> broadcastable against x (heads at 3 - seq_dim)."""
-    table = table if table.dim() == 3 else table.unsqueeze(0)
-    return table.unsqueeze(2 if seq_dim == 1 else 1)
-
-
-def _split_rotary(x, rotary_dim, rotate_last):
-    d = x.shape[-1]
-    if rotate_last:
-        return x[..., d - rotary_dim:], x[..., : d - rotary_dim], True
-    return x[..., :rotary_dim], x[..., rotary_dim:], False
-
-
-def _rotate_pairs(x, interleaved):
-    """rotate_half (NeoX) or rotate_every_two (GPT-J), as the models spell them."""
-    if interleaved:
-        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def _unrotate_pairs(z, interleaved):
-    """The transpose of _rotate_pairs."""
-    if interleaved:
-        return torch.stack((z[..., 1::2], -z[..., ::2]), dim=-1).flatten(-2)
-    half = z.shape[-1] // 2
-    return torch.cat((z[..., half:], -z[..., :half]), dim=-1)
-
-
-def _join(rot, passed, rotate_last):
-    if passed.shape[-1] == 0:
-        return rot.contiguous()
-    return torch.cat((passed.to(rot.dtype), rot) if rotate_last else (rot, passed.to(rot.dtype)), dim=-1)
-
-
-def _rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    c, s = _table_for(x, cos, seq_dim), _table_for(x, sin, seq_dim)
-    rot, passed, last = _split_rotary(x, rotary_dim, rotate_last)
-    return _join(rot * c + _rotate_pairs(rot, interleaved) * s, passed, last)
-
-
-@_implements
-def rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    return tuple(_rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last) for x in (q, k))
-
-
-def _rope_grad_one(g, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, dtype):
-    c, s = _table_for(g, cos, seq_dim).float(), _table_for(g, sin, seq_dim).float()
-    rot, passed, last = _split_rotary(g.float(), rotary_dim, rotate_last)
-    return _join(rot * c + _unrotate_pairs(rot * s, interleaved), passed, last).to(dtype)
-
-
-@_implements
-def rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
-    return (_rope_grad_one(grad_q, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype),
-            _rope_grad_one(grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, k_dtype))
-
-
-def _bshd(x, seq_dim):
-    return x if seq_dim == 1 else x.transpose(1, 2)
-
-
-def _norm_rows(x_bshd, together):
-    return x_bshd.reshape(*x_bshd.shape[:2], -1) if together else x_bshd
-
-
-@_implements
-def qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim,
-                 together):
-    outs, rstds = [], []
-    for x, w in ((q, q_weight), (k, k_weight)):
-        xs = _bshd(x, seq_dim)
-        y, rstd = _normalise(_norm_rows(xs, together), w, eps, weight_offset, cast)
-        y = _rope_one(y.view(xs.shape), cos, sin, rotary_dim, interleaved, 1, False)
-        outs.append(_bshd(y, seq_dim).contiguous())
-        rstds.append(rstd)
-    return (*outs, *rstds)
-
-
-@_implements
-def qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
-                          rotary_dim, interleaved, seq_dim, together):
-    grads, weight_grads = [], []
-    for g, x, w, rstd in ((grad_q, q, q_weight, q_rstd), (grad_k, k, k_weight, k_rstd)):
-        xs = _bshd(x, seq_dim)
-        g_normed = _rope_grad_one(_bshd(g, seq_dim), cos, sin, rotary_dim, interleaved, 1, False, torch.float32)
-        dx, dw = rms_norm_backward(_norm_rows(g_normed, together), _norm_rows(xs, together), w, rstd, None,
-                                   weight_offset, cast, True)
-        grads.append(_bshd(dx.view(xs.shape), seq_dim).contiguous())
-        weight_grads.append(dw)
-    return (*grads, *weight_grads)
-
-
-# ---------------------------------------------------------------------------------------------------- attention
-def _grouped(t, heads):
-    """kv [B, Hkv, S, D] -> [B, Hq, S, D] (q head h reads kv head h // group), as repeat_kv does."""
-    return t.repeat_interleave(heads // t.shape[1], dim=1) if t.shape[1] != heads else t
-
-
-def structural_mask(q, k, q_pos, causal, window):
-    """The keys each query may attend by the op's structure, [Sq, Skv] bool (None when there is none)."""
-    if not causal and not window:
-        return None
-    sq, skv = q.shape[2], k.shape[2]
-    rows = q_pos.to(torch.long) if q_pos is not None else torch.arange(skv - sq, skv, device=q.device)
-    cols = torch.arange(skv, device=q.device)
-    allowed = cols[None, :] <= rows[:, None] if causal else torch.ones(sq, skv, dtype=torch.bool, device=q.device)
-    if window:
-        allowed = allowed & (cols[None, :] > rows[:, None] - window)
-    return allowed
-
-
-def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
-    """fp32 scores -> (p over the keys, lse, tanh of the softcap or None)."""
-    s = q.float() @ _grouped(k, q.shape[1]).float().transpose(-1, -2) * scale
-    t = None
-    if softcap:
-        t = torch.tanh(s / softcap)
-        s = softcap * t
-    if mask is not None:
-        s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask.float()
-    allowed = structural_mask(q, k, q_pos, causal, window)
-    if allowed is not None:
-        s = s.masked_fill(~allowed, float("-inf"))
-    logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
-    lse = torch.logsumexp(logits, dim=-1)
-    # softmax, not exp(s - lse): a row an additive mask fills with finfo.min has lse = finfo.min, which has lost
-    # its log(n) to rounding -- eager's softmax gives that row 1/n per key. A row with nothing allowed (lse -inf):
-    # p = 0, the op's contract. Only that row: a NaN score (NaN in q or k) stays NaN, as in eager.
-    p = torch.softmax(logits, dim=-1)[..., :s.shape[-1]]
-    p = torch.where(torch.isneginf(lse).unsqueeze(-1), 0.0, p)
-    return p, lse, t
-
-
-def _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks) -> bool:
-    """On a CPU, torch's own flash kernel (which returns the log-sum-exp too) computes the plain cases: no mask tensor
-    (its fully masked rows differ from eager's), no softcap / sinks / window, causal only when square (static)."""
-    if q.device.type != "cpu" or mask is not None or q_pos is not None or window or softcap or sinks is not None:
-        return False
-    sq, skv = q.shape[2], k.shape[2]
-    return not causal or (isinstance(sq, int) and isinstance(skv, int) and sq == skv)
-
-
-@_implements
-def attention(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    if _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks):
-        heads = q.shape[1]
-        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, _grouped(k, heads), _grouped(v, heads), 0.0, causal, scale=scale)
-        return out.contiguous(), lse.contiguous()  # the fake impl's (and every target's) layout
-    p, lse, _ = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks)
-    out = p @ _grouped(v, q.shape[1]).float()
-    return out.to(q.dtype), lse
-
-
-def _ungroup(t, kv_heads):
-    """[B, Hq, S, D] gradients -> [B, Hkv, S, D]: the sum over each kv head's group of q heads."""
-    b, h, s, d = t.shape
-    return t.view(b, kv_heads, h // kv_heads, s, d).sum(2) if h != kv_heads else t
-
-
-@_implements
-def attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap, sinks):
-    """The standard attention backward, in fp32, from recomputed probabilities."""
-    p, _, t = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks)
-    do = grad_out.float()
-    vv = _grouped(v, q.shape[1]).float()
-    grad_v = p.transpose(-1, -2) @ do
-    dp = do @ vv.transpose(-1, -2)
-    delta = (do * out.float()).sum(-1, keepdim=True)  # = rowsum(p * dp): the sink takes no value
-    ds = p * (dp - delta)
-    if t is not None:
-        ds = ds * (1 - t * t)
-    grad_q = ds @ _grouped(k, q.shape[1]).float() * scale
-    grad_k = ds.transpose(-1, -2) @ q.float() * scale
-    if sinks is not None:
-        p_sink = torch.exp(sinks.float().view(1, -1, 1) - lse).nan_to_num(0.0)
-        grad_sinks = -(p_sink * delta.squeeze(-1)).sum((0, 2)).to(sinks.dtype)
-    else:
-        grad_sinks = q.new_empty((0,))
-    return (grad_q.to(q.dtype), _ungroup(grad_k, k.shape[1]).to(k.dtype), _ungroup(grad_v, v.shape[1]).to(v.dtype),
-            grad_sinks)
-
-
 # ------------------------------------------------------------------------------------------------ cross entropy
 CHUNK_ELEMENTS = 1 << 24  # fp32 temporaries per chunk of rows (64 MB), where the sizes are static
 
 
-def _row_chunks(*row_tensors):
+def row_chunks(*row_tensors):
     """The tensors (first dim N) split in chunks of rows, so that a [rows, V] fp32 temporary stays at most
     CHUNK_ELEMENTS; one chunk where N or V is symbolic (Inductor fuses the fp32 math there anyway)."""
     n, v = row_tensors[0].shape[0], row_tensors[0].shape[-1]
@@ -343,178 +104,3 @@ def cross_entropy_smoothed(nll, lse, row_sum, labels, ignore_index, n_classes, l
     ignored = labels == ignore_index
     smooth = lse - row_sum / n_classes
     return torch.where(ignored, 0.0, nll * (1 - label_smoothing) + smooth * label_smoothing)
-
-
-@_implements
-def cross_entropy(logits, labels, ignore_index, reduction, label_smoothing=0.0):
-    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
-    bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
-    v = logits.shape[1]
-    chunks = _row_chunks(logits)
-    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks])
-    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
-    picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
-    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
-    if label_smoothing:
-        row_sum = torch.cat([x.float().sum(-1) for (x,) in chunks])
-        row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
-    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
-
-
-@_implements
-def cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing=0.0):
-    """(softmax - onehot) * g in fp32 (the smoothed target's with label smoothing: cross_entropy_row_grads), per
-    chunk of rows, rounded once to the logits' dtype."""
-    v = logits.shape[1]
-    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
-    cols = torch.arange(v, device=logits.device)
-    parts = []
-    for x, t, s, a_rows, b_rows, c_rows in _row_chunks(logits, labels, lse, a, b, a if c is None else c):
-        pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
-        d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
-        if c is not None:
-            d = d - c_rows.unsqueeze(1)
-        parts.append(d.to(logits.dtype))
-    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
-
-
-# ------------------------------------------------------------------------------------- the LM head fused with the loss
-LCE_BLOCKS = None  # (rows, vocabulary columns) per block; None: LCE_ROWS rows, columns to fill CHUNK_ELEMENTS
-LCE_ROWS = 4096
-
-
-def _lce_blocks(hidden, weight):
-    """(row chunks of [0, N), column blocks of [0, V)) as (start, size) lists. One chunk along a symbolic size."""
-    n, v = hidden.shape[0], weight.shape[0]
-    rows, cols = LCE_BLOCKS or (LCE_ROWS, None)
-    if cols is None:
-        cols = max(1, CHUNK_ELEMENTS // rows)
-
-    def spans(size, block):
-        if not isinstance(size, int):
-            return [(0, size)]
-        return [(s, min(block, size - s)) for s in range(0, size, block)] or [(0, 0)]
-    return spans(n, rows), spans(v, cols)
-
-
-def _lce_scaled(raw, logit_scale: float, logit_divisor: float):
-    """The GEMM's output times logit_scale, then divided by logit_divisor, where they are not 1: eager's ops in
-    hidden's dtype, each rounding once."""
-    if logit_scale != 1:
-        raw = raw * logit_scale
-    if logit_divisor != 1:
-        raw = raw / logit_divisor
-    return raw
-
-
-def _lce_logits(raw, softcap: float, logit_scale: float = 1.0, logit_divisor: float = 1.0):
-    """A block of the logits from its GEMM output `raw` = `F.linear(h, w)` in hidden's dtype (the GEMM accumulates
-    in fp32 and rounds once to bf16 / fp16; only its K-split may differ from the full [N, V] product's), rounded as
-    the spelling rounds them: the scale and divisor (_lce_scaled), a final softcap (Gemma2's `z / c`, `tanh`, `* c`,
-    each rounded to that dtype as eager's ops round), then `.float()`."""
-    z = _lce_scaled(raw, logit_scale, logit_divisor)
-    return (torch.tanh(z / softcap) * softcap if softcap else z).float()
-
-
-def _lce_dlogits(d, raw, softcap: float, logit_scale: float = 1.0, logit_divisor: float = 1.0):
-    """The gradient at the GEMM's output from the fp32 gradient d of the block's logits, rounded as eager's backward
-    rounds it: `.float()`'s backward rounds d to hidden's dtype; a softcap's `* c`, `tanh` and `/ c` backwards, then
-    the divisor's and the scale's, each round again."""
-    d = d.to(raw.dtype)
-    if softcap:
-        z = _lce_scaled(raw, logit_scale, logit_divisor)
-        d = torch.ops.aten.tanh_backward(d * softcap, torch.tanh(z / softcap)) / softcap
-    if logit_divisor != 1:
-        d = d / logit_divisor
-    if logit_scale != 1:
-        d = d * logit_scale
-    return d
-
-
-@_implements
-def linear_cross_entropy(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap,
-                         logit_scale=1.0, logit_divisor=1.0, label_smoothing=0.0):
-    """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
-    logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
-    At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
-    asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
-    logit_ops = (softcap, logit_scale, logit_divisor)
-    loss, lse = linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, *logit_ops,
-                                          label_smoothing)
-    dh, dw = linear_cross_entropy_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index,
-                                           reduction, hidden_grad, weight_grad, *logit_ops, label_smoothing)
-    return loss, lse, dh, dw
-
-
-def linear_cross_entropy_loss(hidden, weight, labels, ignore_index, reduction, softcap, logit_scale=1.0,
-                              logit_divisor=1.0, label_smoothing=0.0):
-    """(loss, lse) blockwise in torch ops, differentiable (the ops' backward of a second order uses it)."""
-    row_spans, col_spans = _lce_blocks(hidden, weight)
-    v = weight.shape[0]
-    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
-    lses, picks, sums = [], [], []
-    for r0, nr in row_spans:
-        h, t = hidden.narrow(0, r0, nr), labels.narrow(0, r0, nr)
-        lse = torch.full_like(t, float("-inf"), dtype=torch.float32)
-        picked = torch.zeros_like(t, dtype=torch.float32)
-        row_sum = torch.zeros_like(t, dtype=torch.float32)
-        for c0, nc in col_spans:
-            z = _lce_logits(h @ weight.narrow(0, c0, nc).t(), softcap, logit_scale, logit_divisor)
-            lse = torch.logaddexp(lse, torch.logsumexp(z, dim=-1))
-            if label_smoothing:
-                row_sum = row_sum + z.sum(-1)
-            idx = t - c0
-            inside = (idx >= 0) & (idx < nc)
-            picked = picked + torch.where(inside, z.gather(1, idx.clamp(0, nc - 1).unsqueeze(1)).squeeze(1), 0.0)
-        lses.append(lse)
-        picks.append(picked)
-        sums.append(row_sum)
-    lse, picked, row_sum = (torch.cat(lses), torch.cat(picks), torch.cat(sums)) if len(lses) > 1 else \
-        (lses[0], picks[0], sums[0])
-    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
-    row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
-    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
-
-
-@_implements
-def linear_cross_entropy_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_index, reduction,
-                                  hidden_grad, weight_grad, softcap, logit_scale=1.0, logit_divisor=1.0,
-                                  label_smoothing=0.0):
-    """Recomputes each block of logits; dlogits_block = (softmax - onehot) * g in fp32, deterministic (fixed
-    loop order, plain GEMMs, no atomics). Rounding, against the spelling's backward (fp32 dlogits, cast back to
-    hidden's dtype by `.float()`'s backward, then F.linear's backward, GEMMs in that dtype):
-      - dlogits_block is rounded to hidden's dtype before the GEMMs, as the cast's backward rounds dlogits;
-      - dhidden += dlogits_block @ W_block and dW_block += dlogits_block.T @ hidden_rows are GEMMs in hidden's
-        dtype (fp32 accumulation inside), each block's partial product rounded to that dtype by the GEMM and summed
-        over blocks in fp32; the sums are rounded once to the dtype at the end. Eager rounds each full GEMM once:
-        ours adds one rounding per vocabulary block (dhidden) / row chunk (dweight) of the partial sums -- exact for
-        fp32, within the tests' "as accurate as eager" bound for bf16. (A GEMM with an fp32 output from bf16 inputs,
-        `torch.mm(out_dtype=)`, would remove it where the device has one: CUDA, not the CPU.)"""
-    row_spans, col_spans = _lce_blocks(hidden, weight)
-    v, dtype = weight.shape[0], hidden.dtype
-    if not (hidden_grad or weight_grad):
-        return hidden.new_zeros((0, hidden.shape[1])), weight.new_zeros((0, weight.shape[1]))
-    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
-    dh = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device) if hidden_grad else None
-    dw = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if weight_grad else None
-    for c0, nc in col_spans:
-        w = weight.narrow(0, c0, nc)
-        cols = torch.arange(c0, c0 + nc, device=hidden.device)
-        for r0, nr in row_spans:
-            h = hidden.narrow(0, r0, nr)
-            t, s = labels.narrow(0, r0, nr), lse.narrow(0, r0, nr)
-            a_rows, b_rows = a.narrow(0, r0, nr), b.narrow(0, r0, nr)
-            raw = h @ w.t()
-            pa = torch.exp(_lce_logits(raw, softcap, logit_scale, logit_divisor) - s.unsqueeze(1)) * \
-                a_rows.unsqueeze(1)
-            d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
-            if c is not None:
-                d = d - c.narrow(0, r0, nr).unsqueeze(1)
-            d = _lce_dlogits(d, raw, softcap, logit_scale, logit_divisor)
-            if hidden_grad:
-                dh[r0:r0 + nr] += (d @ w).float()
-            if weight_grad:
-                dw[c0:c0 + nc] += (d.t() @ h).float()
-    dh = dh.to(dtype) if hidden_grad else hidden.new_zeros((0, hidden.shape[1]))
-    dw = dw.to(weight.dtype) if weight_grad else weight.new_zeros((0, weight.shape[1]))
-    return dh, dw

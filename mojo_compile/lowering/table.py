@@ -1,6 +1,6 @@
 """What a lowering target is: a table from Mojo op name to an implementation and its `supports` check, each entry
-registered beside its implementation (`Table.implement`), in the target's module or in the module of the fusion
-that defines the op (lowering.register_impl)."""
+registered beside its implementation, in the module that defines the op (lowering.register_impl; `Table.implement`
+for a target's own module that fills its table itself)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple, Optional

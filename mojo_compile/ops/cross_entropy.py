@@ -22,6 +22,14 @@ grad_loss[i] for "none"), 0 on ignored rows, written in the logits' dtype -- the
 backward. Saved: the logits (alive anyway: the model returns them), labels and lse; the count is recomputed from the
 labels ([N], cheap). lse is differentiable too (d lse / d logits = softmax), for callers of the op itself; the
 patterns use only the loss.
+
+Implementations, registered below the ops (docs/adding-a-fusion.md):
+  torch      fp32 per chunk of rows (lowering/reference.py's row math, which the linear cross-entropy shares);
+             dlogits rounded once to the logits' dtype.
+  ttx        kernels/cross_entropy.py: per-row losses and lse (and dlogits), reduced over rows by torch
+             (deterministic: no atomics).
+  torch_npu  the torch reference, on npu tensors: no torch_npu op is mapped to the loss yet. Registered so that
+             the report names torch_npu, not a fallback.
 """
 from __future__ import annotations
 
@@ -31,6 +39,9 @@ import torch
 from torch import Tensor
 
 from .. import lowering
+from ..kernels.common import FLOAT_DTYPES, interpreting, ttx_device_reason
+from ..lowering.reference import (cross_entropy_reduce, cross_entropy_row_grads, cross_entropy_rows,
+                                  cross_entropy_smoothed, row_chunks)
 
 REDUCTIONS = ("mean", "sum", "none")
 LOGIT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -116,3 +127,111 @@ cross_entropy.register_autograd(_backward, setup_context=_setup)
 
 for _op, _name in ((cross_entropy, "cross_entropy"), (cross_entropy_backward, "cross_entropy_backward")):
     lowering.inline_in_inner_compiler(_op, _name)
+
+
+# ------------------------------------------------------------------------------------------------ target: torch
+def reference(logits, labels, ignore_index, reduction, label_smoothing=0.0):
+    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
+    bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
+    v = logits.shape[1]
+    chunks = row_chunks(logits)
+    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks])
+    ignored, bad = cross_entropy_rows(labels, ignore_index, v)
+    picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
+    row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
+    if label_smoothing:
+        row_sum = torch.cat([x.float().sum(-1) for (x,) in chunks])
+        row = cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
+    return cross_entropy_reduce(row, labels, ignore_index, reduction), lse
+
+
+def reference_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing=0.0):
+    """(softmax - onehot) * g in fp32 (the smoothed target's with label smoothing: cross_entropy_row_grads), per
+    chunk of rows, rounded once to the logits' dtype."""
+    v = logits.shape[1]
+    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, v, label_smoothing)
+    cols = torch.arange(v, device=logits.device)
+    parts = []
+    for x, t, s, a_rows, b_rows, c_rows in row_chunks(logits, labels, lse, a, b, a if c is None else c):
+        pa = torch.exp(x.float() - s.unsqueeze(1)) * a_rows.unsqueeze(1)
+        d = torch.where(cols == t.unsqueeze(1), pa - b_rows.unsqueeze(1), pa)
+        if c is not None:
+            d = d - c_rows.unsqueeze(1)
+        parts.append(d.to(logits.dtype))
+    return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+
+
+_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
+lowering.register_impl("cross_entropy", "torch", reference, **_TRACEABLE)
+lowering.register_impl("cross_entropy_backward", "torch", reference_backward, **_TRACEABLE)
+
+
+# -------------------------------------------------------------------------------------------------- target: ttx
+def _kernels():
+    """kernels/cross_entropy.py, imported on first use: Triton is needed only where ttx runs."""
+    from ..kernels import cross_entropy as kernels
+    return kernels
+
+
+def _ttx_reason(logits, labels, *rows):
+    reason = ttx_device_reason(logits)
+    if reason:
+        return reason
+    if logits.dtype not in FLOAT_DTYPES or logits.dim() != 2:
+        return f"logits {logits.dtype} {tuple(logits.shape)} are not [N, V] fp16/bf16/fp32"
+    if labels.dtype != torch.int64 or labels.dim() != 1:
+        return f"labels {labels.dtype} {tuple(labels.shape)} are not int64 [N]"
+    if any(t is not None and t.device != logits.device for t in (labels, *rows)):
+        return "inputs on different devices"
+    return None
+
+
+def _supports_cross_entropy(logits, labels, *rest):
+    return _ttx_reason(logits, labels)
+
+
+def _supports_cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *rest):
+    return _ttx_reason(logits, labels, grad_loss, grad_lse, lse)
+
+
+def ttx_forward(logits, labels, ignore_index, reduction, label_smoothing):
+    """The kernel's per-row losses and lse (and rows' sums, with label smoothing), smoothed and reduced over rows
+    by torch (deterministic: no atomics)."""
+    row_sum = logits.new_empty(logits.shape[:1], dtype=torch.float32) if label_smoothing else None
+    row_loss, lse = _kernels().cross_entropy_fwd(logits, labels, ignore_index, row_sum=row_sum)
+    row_loss = cross_entropy_smoothed(row_loss, lse, row_sum, labels, ignore_index, logits.shape[1], label_smoothing)
+    return cross_entropy_reduce(row_loss, labels, ignore_index, reduction), lse
+
+
+def ttx_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, reduction, label_smoothing):
+    a, b, c = cross_entropy_row_grads(grad_loss, grad_lse, labels, ignore_index, reduction, logits.shape[1],
+                                      label_smoothing)
+    return _kernels().cross_entropy_bwd(logits, labels, lse, a, b, c=c)
+
+
+def _traceable_cross_entropy(logits, *rest) -> bool:
+    """Only the class count sets the block size: any number of rows (tokens) inlines."""
+    return not interpreting() and isinstance(logits.shape[1], int)
+
+
+def _traceable_cross_entropy_backward(grad_loss, grad_lse, logits, *rest) -> bool:
+    return _traceable_cross_entropy(logits)
+
+
+lowering.register_impl("cross_entropy", "ttx", ttx_forward, supports=_supports_cross_entropy,
+                       traceable=_traceable_cross_entropy)
+lowering.register_impl("cross_entropy_backward", "ttx", ttx_backward, supports=_supports_cross_entropy_backward,
+                       traceable=_traceable_cross_entropy_backward)
+
+
+# -------------------------------------------------------------------------------------------- target: torch_npu
+# The torch reference (fp32 per chunk of rows, dlogits in the logits' dtype) on npu tensors: no torch_npu op is
+# mapped to the loss yet. Registered so that the report names torch_npu, not a fallback.
+def _npu_reason(logits):
+    return None if logits.device.type == "npu" else f"torch_npu runs on npu tensors, not {logits.device.type}"
+
+
+lowering.register_impl("cross_entropy", "torch_npu", reference, supports=lambda logits, *rest: _npu_reason(logits),
+                       **_TRACEABLE)
+lowering.register_impl("cross_entropy_backward", "torch_npu", reference_backward,
+                       supports=lambda grad_loss, grad_lse, logits, *rest: _npu_reason(logits), **_TRACEABLE)

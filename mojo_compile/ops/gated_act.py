@@ -4,13 +4,22 @@ which reads the halves in place -- the chunk is never copied and the backward wr
 
 act: "silu", "gelu_tanh" (F.gelu(approximate="tanh")), "gelu" (exact). Numerics are eager's: act computed in fp32
 and rounded to the input dtype, then the product rounded (a bf16 SwiGLU is bit-exact on every target).
+
+Implementations, registered below the ops (docs/adding-a-fusion.md):
+  torch      eager's ops, step for step: act then the product; the backward as eager's autograd computes it.
+  ttx        kernels/gated_act.py: one elementwise pass, the halves of gate_up read in place.
+  torch_npu  npu_swiglu for the fused SwiGLU with the gate first (silu of its first half times the second); the
+             two-tensor form would need a cat and, like the other activations and the backwards, runs on the torch
+             reference.
 """
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .. import lowering
+from ..kernels.common import ttx_elementwise_reason, ttx_traceable
 
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 
@@ -117,3 +126,109 @@ for _op in (gated_act, gated_act_fused):
 for _op, _name in ((gated_act, "gated_act"), (gated_act_fused, "gated_act_fused"),
                    (gated_act_backward, "gated_act_backward"), (gated_act_fused_backward, "gated_act_fused_backward")):
     lowering.inline_in_inner_compiler(_op, _name)
+
+
+# ------------------------------------------------------------------------------------------------ target: torch
+_ACT_FNS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
+
+
+def _act_backward(grad_a, gate, act):
+    if act == "silu":
+        return torch.ops.aten.silu_backward(grad_a, gate)
+    return torch.ops.aten.gelu_backward(grad_a, gate, approximate="tanh" if act == "gelu_tanh" else "none")
+
+
+def _halves(gate_up, gate_first):
+    first, second = gate_up.chunk(2, -1)
+    return (first, second) if gate_first else (second, first)
+
+
+def reference(gate, up, act):
+    return (_ACT_FNS[act](gate) * up).contiguous()
+
+
+def fused_reference(gate_up, act, gate_first):
+    return reference(*_halves(gate_up, gate_first), act)
+
+
+def reference_backward(grad_y, gate, up, act):
+    """Eager autograd of act(gate) * up, step for step (the same roundings)."""
+    grad_up = grad_y * _ACT_FNS[act](gate)
+    grad_gate = _act_backward(grad_y * up, gate, act)
+    return grad_gate.contiguous(), grad_up.contiguous()
+
+
+def fused_reference_backward(grad_y, gate_up, act, gate_first):
+    grad_gate, grad_up = reference_backward(grad_y, *_halves(gate_up, gate_first), act)
+    return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
+
+
+_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
+lowering.register_impl("gated_act", "torch", reference, **_TRACEABLE)
+lowering.register_impl("gated_act_fused", "torch", fused_reference, **_TRACEABLE)
+lowering.register_impl("gated_act_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("gated_act_fused_backward", "torch", fused_reference_backward, **_TRACEABLE)
+
+
+# -------------------------------------------------------------------------------------------------- target: ttx
+def _kernels():
+    """kernels/gated_act.py, imported on first use: Triton is needed only where ttx runs."""
+    from ..kernels import gated_act as kernels
+    return kernels
+
+
+def ttx_forward(gate, up, act):
+    return _kernels().gated_act_fwd(gate, up, act)
+
+
+def ttx_fused_forward(gate_up, act, gate_first):
+    return _kernels().gated_act_fused_fwd(gate_up, act, gate_first)
+
+
+def ttx_backward(grad_y, gate, up, act):
+    return _kernels().gated_act_bwd(grad_y, gate, up, act)
+
+
+def ttx_fused_backward(grad_y, gate_up, act, gate_first):
+    return _kernels().gated_act_fused_bwd(grad_y, gate_up, act, gate_first)
+
+
+def _supports(gate, up, act):
+    return ttx_elementwise_reason(gate, up)
+
+
+def _supports_fused(gate_up, act, gate_first):
+    return ttx_elementwise_reason(gate_up)
+
+
+def _supports_backward(grad_y, gate, up, act):
+    return ttx_elementwise_reason(grad_y, gate, up)
+
+
+def _supports_fused_backward(grad_y, gate_up, act, gate_first):
+    return ttx_elementwise_reason(grad_y, gate_up)
+
+
+lowering.register_impl("gated_act", "ttx", ttx_forward, supports=_supports, traceable=ttx_traceable)
+lowering.register_impl("gated_act_fused", "ttx", ttx_fused_forward, supports=_supports_fused, traceable=ttx_traceable)
+lowering.register_impl("gated_act_backward", "ttx", ttx_backward, supports=_supports_backward, traceable=ttx_traceable)
+lowering.register_impl("gated_act_fused_backward", "ttx", ttx_fused_backward, supports=_supports_fused_backward,
+                       traceable=ttx_traceable)
+
+
+# -------------------------------------------------------------------------------------------- target: torch_npu
+def _npu_reason(gate_up, act, gate_first):
+    if act != "silu" or not gate_first:
+        return "npu_swiglu computes silu(first half) * second half only"
+    if gate_up.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
+    return None
+
+
+def npu_fused_forward(gate_up, act, gate_first):
+    import torch_npu
+
+    return torch_npu.npu_swiglu(gate_up, dim=-1)
+
+
+lowering.register_impl("gated_act_fused", "torch_npu", npu_fused_forward, supports=_npu_reason)

@@ -13,6 +13,15 @@ Numerics are parameters, because HF models disagree on where the cast back to th
 with x32 = x.float(), rstd = rsqrt(mean(x32**2, -1) + eps). `add_rms_norm(x, residual)` first forms
 sum = x + residual in the input dtype (the "pre" residual contract of Mojo Opset: it returns the normalised sum and
 the sum itself, which feeds the next residual add).
+
+Implementations, registered below the ops (docs/adding-a-fusion.md):
+  torch      the eager spellings, rounding included (lowering/reference.py's `normalise` and `rms_norm_grad`,
+             which qk_norm_rope's reference shares); the backward in fp32.
+  ttx        kernels/rms_norm.py.
+  torch_npu  npu_rms_norm / npu_add_rms_norm, which compute in fp32 and round once at the end ("output" numerics).
+             The Llama spelling ("normed") rounds the normalised value before the weight multiply, so it runs the
+             NPU op with a unit gamma (which is exactly that rounded value) and multiplies by the weight afterwards.
+             The backward runs on the torch reference.
 """
 from __future__ import annotations
 
@@ -22,6 +31,8 @@ import torch
 from torch import Tensor
 
 from .. import lowering
+from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_traceable
+from ..lowering.reference import normalise, rms_norm_grad
 
 CAST_MODES = ("normed", "output", "rstd")
 
@@ -132,3 +143,127 @@ add_rms_norm.register_autograd(_add_rms_norm_bwd, setup_context=_add_rms_norm_se
 
 for _op, _name in ((rms_norm, "rms_norm"), (add_rms_norm, "add_rms_norm"), (rms_norm_backward, "rms_norm_backward")):
     lowering.inline_in_inner_compiler(_op, _name)
+
+
+# ------------------------------------------------------------------------------------------------ target: torch
+def reference(x, weight, eps, weight_offset, cast):
+    return normalise(x, weight, eps, weight_offset, cast)
+
+
+def add_reference(x, residual, weight, eps, weight_offset, cast):
+    total = (x + residual).contiguous()
+    y, rstd = normalise(total, weight, eps, weight_offset, cast)
+    return y, total, rstd
+
+
+_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
+lowering.register_impl("rms_norm", "torch", reference, **_TRACEABLE)
+lowering.register_impl("add_rms_norm", "torch", add_reference, **_TRACEABLE)
+lowering.register_impl("rms_norm_backward", "torch", rms_norm_grad, **_TRACEABLE)
+
+
+# -------------------------------------------------------------------------------------------------- target: ttx
+def _kernels():
+    """kernels/rms_norm.py, imported on first use: Triton is needed only where ttx runs."""
+    from ..kernels import rms_norm as kernels
+    return kernels
+
+
+def _rows_reason(x, weight, *others):
+    reason = ttx_device_reason(x)
+    if reason:
+        return reason
+    if x.dtype not in FLOAT_DTYPES:
+        return f"input dtype {x.dtype} is not fp16/bf16/fp32"
+    if x.dim() == 0:
+        return "a 0-d input has no dim to normalise"
+    if weight is not None:
+        if weight.dtype not in FLOAT_DTYPES:
+            return f"weight dtype {weight.dtype} is not fp16/bf16/fp32"
+        if weight.dim() != 1 or weight.shape[0] != x.shape[-1] or weight.device != x.device:
+            return f"weight {tuple(weight.shape)} on {weight.device} is not one value per column of x {tuple(x.shape)}"
+        if weight.stride(0) != 1:
+            return "weight is not contiguous"
+    for t in others:
+        if t is not None and (t.shape != x.shape or t.device != x.device):
+            return f"a tensor of shape {tuple(t.shape)} does not match x {tuple(x.shape)}"
+    return None
+
+
+def ttx_forward(x, weight, eps, weight_offset, cast):
+    y, _, rstd = _kernels().rms_norm_fwd(x, None, weight, eps, weight_offset, cast,
+                                          rms_norm_out_dtype(x, weight, cast))
+    return y, rstd
+
+
+def ttx_add_forward(x, residual, weight, eps, weight_offset, cast):
+    return _kernels().rms_norm_fwd(x, residual, weight, eps, weight_offset, cast,
+                                   rms_norm_out_dtype(x, weight, cast))
+
+
+def ttx_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
+    return _kernels().rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad)
+
+
+def _supports_rms_norm(x, weight, eps, weight_offset, cast):
+    return _rows_reason(x, weight)
+
+
+def _supports_add_rms_norm(x, residual, weight, eps, weight_offset, cast):
+    return _rows_reason(x, weight, residual)
+
+
+def _supports_backward(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad):
+    return _rows_reason(x, weight, grad_y, grad_residual)
+
+
+lowering.register_impl("rms_norm", "ttx", ttx_forward, supports=_supports_rms_norm, traceable=ttx_traceable)
+lowering.register_impl("add_rms_norm", "ttx", ttx_add_forward, supports=_supports_add_rms_norm, traceable=ttx_traceable)
+lowering.register_impl("rms_norm_backward", "ttx", ttx_backward, supports=_supports_backward, traceable=ttx_traceable)
+
+
+# -------------------------------------------------------------------------------------------- target: torch_npu
+def _npu_reason(x, weight, weight_offset, cast):
+    if x.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {x.device.type}"
+    if x.dtype not in FLOAT_DTYPES:
+        return f"input dtype {x.dtype} is not fp16/bf16/fp32"
+    if cast == "rstd" and x.dtype != torch.float32:
+        return "npu_rms_norm does not round the inverse root to the input dtype (cast='rstd')"
+    if weight is not None and weight.dtype != x.dtype and cast != "normed":
+        return f"npu_rms_norm takes gamma in the input dtype ({x.dtype}), the weight is {weight.dtype}"
+    if weight_offset and cast != "normed" and x.dtype != torch.float32:
+        return "gamma = 1 + w would be rounded to the input dtype before npu_rms_norm uses it"
+    return None
+
+
+def _gamma(x, weight, weight_offset, cast):
+    if weight is None or cast == "normed":
+        return torch.ones(x.shape[-1], dtype=x.dtype, device=x.device)
+    return weight + weight_offset if weight_offset else weight
+
+
+def _finish(y, x, weight, weight_offset, cast):
+    if cast == "normed" and weight is not None:  # Llama: the weight multiplies the rounded normalised value
+        y = (y.float() * (weight.float() + weight_offset)).to(rms_norm_out_dtype(x, weight, cast))
+    return y
+
+
+def npu_forward(x, weight, eps, weight_offset, cast):
+    import torch_npu
+
+    y, rstd = torch_npu.npu_rms_norm(x, _gamma(x, weight, weight_offset, cast), epsilon=eps)
+    return _finish(y, x, weight, weight_offset, cast), rstd.reshape(x.shape[:-1]).float()
+
+
+def npu_add_forward(x, residual, weight, eps, weight_offset, cast):
+    import torch_npu
+
+    y, rstd, total = torch_npu.npu_add_rms_norm(x, residual, _gamma(x, weight, weight_offset, cast), epsilon=eps)
+    return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
+
+
+lowering.register_impl("rms_norm", "torch_npu", npu_forward,
+                       supports=lambda x, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
+lowering.register_impl("add_rms_norm", "torch_npu", npu_add_forward,
+                       supports=lambda x, r, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))

@@ -9,6 +9,13 @@ cos/sin are [B or 1, S, R] or [S, R] (R = rotary_dim <= D). Conventions:
     rotate_last=True    Mojo Opset: the last R dims rotate
 Numerics are eager's `q * cos + rotate_half(q) * sin` in the dtype promote(q, cos) (each product rounded, then the
 sum). cos and sin take no gradient (HF computes them from buffers): the patterns check they need none.
+
+Implementations, registered below the ops (docs/adding-a-fusion.md):
+  torch      the eager spellings (rotate_half / rotate_every_two); qk_norm_rope's norm is lowering/reference.py's
+             `normalise` (and `rms_norm_grad` in its backward), which the RMSNorm ops' reference shares.
+  ttx        kernels/rope.py.
+  torch_npu  npu_rotary_mul for rope over the whole head; the rest (partial rotary, qk_norm_rope, the backwards)
+             runs on the torch reference.
 """
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ import torch
 from torch import Tensor
 
 from .. import lowering
+from ..kernels.common import FLOAT_DTYPES, ttx_elementwise_reason, ttx_traceable
+from ..lowering.reference import normalise, rms_norm_grad
 from .rms_norm import _check_params, rms_norm_out_dtype
 
 
@@ -167,3 +176,198 @@ qk_norm_rope.register_autograd(_qk_bwd, setup_context=_qk_setup)
 for _op, _name in ((rope, "rope"), (rope_backward, "rope_backward"), (qk_norm_rope, "qk_norm_rope"),
                    (qk_norm_rope_backward, "qk_norm_rope_backward")):
     lowering.inline_in_inner_compiler(_op, _name)
+
+
+# ------------------------------------------------------------------------------------------------ target: torch
+def _table_for(x, table, seq_dim):
+    """cos/sin [B or 1, S, R] or [S, R] -> broadcastable against x (heads at 3 - seq_dim)."""
+    table = table if table.dim() == 3 else table.unsqueeze(0)
+    return table.unsqueeze(2 if seq_dim == 1 else 1)
+
+
+def _split_rotary(x, rotary_dim, rotate_last):
+    d = x.shape[-1]
+    if rotate_last:
+        return x[..., d - rotary_dim:], x[..., : d - rotary_dim], True
+    return x[..., :rotary_dim], x[..., rotary_dim:], False
+
+
+def _rotate_pairs(x, interleaved):
+    """rotate_half (NeoX) or rotate_every_two (GPT-J), as the models spell them."""
+    if interleaved:
+        return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _unrotate_pairs(z, interleaved):
+    """The transpose of _rotate_pairs."""
+    if interleaved:
+        return torch.stack((z[..., 1::2], -z[..., ::2]), dim=-1).flatten(-2)
+    half = z.shape[-1] // 2
+    return torch.cat((z[..., half:], -z[..., :half]), dim=-1)
+
+
+def _join(rot, passed, rotate_last):
+    if passed.shape[-1] == 0:
+        return rot.contiguous()
+    return torch.cat((passed.to(rot.dtype), rot) if rotate_last else (rot, passed.to(rot.dtype)), dim=-1)
+
+
+def _rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    c, s = _table_for(x, cos, seq_dim), _table_for(x, sin, seq_dim)
+    rot, passed, last = _split_rotary(x, rotary_dim, rotate_last)
+    return _join(rot * c + _rotate_pairs(rot, interleaved) * s, passed, last)
+
+
+def reference(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return tuple(_rope_one(x, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last) for x in (q, k))
+
+
+def _rope_grad_one(g, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, dtype):
+    c, s = _table_for(g, cos, seq_dim).float(), _table_for(g, sin, seq_dim).float()
+    rot, passed, last = _split_rotary(g.float(), rotary_dim, rotate_last)
+    return _join(rot * c + _unrotate_pairs(rot * s, interleaved), passed, last).to(dtype)
+
+
+def reference_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
+    return (_rope_grad_one(grad_q, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype),
+            _rope_grad_one(grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, k_dtype))
+
+
+def _bshd(x, seq_dim):
+    return x if seq_dim == 1 else x.transpose(1, 2)
+
+
+def _norm_rows(x_bshd, together):
+    return x_bshd.reshape(*x_bshd.shape[:2], -1) if together else x_bshd
+
+
+def qk_norm_reference(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved,
+                      seq_dim, together):
+    outs, rstds = [], []
+    for x, w in ((q, q_weight), (k, k_weight)):
+        xs = _bshd(x, seq_dim)
+        y, rstd = normalise(_norm_rows(xs, together), w, eps, weight_offset, cast)
+        y = _rope_one(y.view(xs.shape), cos, sin, rotary_dim, interleaved, 1, False)
+        outs.append(_bshd(y, seq_dim).contiguous())
+        rstds.append(rstd)
+    return (*outs, *rstds)
+
+
+def qk_norm_reference_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos,
+                                sin, rotary_dim, interleaved, seq_dim, together):
+    grads, weight_grads = [], []
+    for g, x, w, rstd in ((grad_q, q, q_weight, q_rstd), (grad_k, k, k_weight, k_rstd)):
+        xs = _bshd(x, seq_dim)
+        g_normed = _rope_grad_one(_bshd(g, seq_dim), cos, sin, rotary_dim, interleaved, 1, False, torch.float32)
+        dx, dw = rms_norm_grad(_norm_rows(g_normed, together), _norm_rows(xs, together), w, rstd, None,
+                                   weight_offset, cast, True)
+        grads.append(_bshd(dx.view(xs.shape), seq_dim).contiguous())
+        weight_grads.append(dw)
+    return (*grads, *weight_grads)
+
+
+_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
+lowering.register_impl("rope", "torch", reference, **_TRACEABLE)
+lowering.register_impl("rope_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("qk_norm_rope", "torch", qk_norm_reference, **_TRACEABLE)
+lowering.register_impl("qk_norm_rope_backward", "torch", qk_norm_reference_backward, **_TRACEABLE)
+
+
+# -------------------------------------------------------------------------------------------------- target: ttx
+def _kernels():
+    """kernels/rope.py, imported on first use: Triton is needed only where ttx runs."""
+    from ..kernels import rope as kernels
+    return kernels
+
+
+def _ttx_reason(q, k, cos, sin, *weights):
+    reason = ttx_elementwise_reason(q, k) or ttx_elementwise_reason(cos, sin)
+    if reason:
+        return reason
+    if q.dtype != k.dtype:
+        return f"q {q.dtype} and k {k.dtype} differ in dtype"
+    if cos.dtype != sin.dtype or cos.shape != sin.shape or cos.dim() not in (2, 3):
+        return f"cos/sin {tuple(cos.shape)} {cos.dtype} are not [B or 1, S, R] or [S, R] of one dtype"
+    for w in weights:
+        if w.dtype not in FLOAT_DTYPES or w.stride(0) != 1 or w.device != q.device:
+            return f"norm weight {w.dtype} on {w.device} is not a contiguous float vector beside q"
+    return None
+
+
+def _supports_rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return _ttx_reason(q, k, cos, sin)
+
+
+def _supports_rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype,
+                            k_dtype):
+    if q_dtype != k_dtype:
+        return "q and k of different dtypes"
+    return _ttx_reason(grad_q, grad_k, cos, sin)
+
+
+def ttx_forward(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    return _kernels().rope_fwd(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last)
+
+
+def ttx_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype):
+    return _kernels().rope_bwd(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype)
+
+
+lowering.register_impl("rope", "ttx", ttx_forward, supports=_supports_rope, traceable=ttx_traceable)
+lowering.register_impl("rope_backward", "ttx", ttx_backward, supports=_supports_rope_backward, traceable=ttx_traceable)
+
+
+def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight)
+
+
+def _supports_qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
+                                    cos, sin, *rest):
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight) or ttx_elementwise_reason(grad_q, grad_k)
+
+
+def ttx_qk_norm_forward(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved,
+                        seq_dim, together):
+    return _kernels().qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, interleaved,
+                                       seq_dim, together, weight_offset=weight_offset)
+
+
+def ttx_qk_norm_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast, cos, sin,
+                         rotary_dim, interleaved, seq_dim, together):
+    return _kernels().qk_norm_rope_bwd(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, cast, cos, sin,
+                                       rotary_dim, interleaved, seq_dim, together, weight_offset=weight_offset)
+
+
+lowering.register_impl("qk_norm_rope", "ttx", ttx_qk_norm_forward, supports=_supports_qk_norm_rope,
+                       traceable=ttx_traceable)
+lowering.register_impl("qk_norm_rope_backward", "ttx", ttx_qk_norm_backward, supports=_supports_qk_norm_rope_backward,
+                       traceable=ttx_traceable)
+
+
+# -------------------------------------------------------------------------------------------- target: torch_npu
+def _npu_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    if rotary_dim != q.shape[-1]:
+        return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"
+    if cos.dtype != q.dtype or k.dtype != q.dtype:
+        return f"npu_rotary_mul takes cos/sin in the dtype of q ({q.dtype}), not {cos.dtype}"
+    if q.shape[-1] >= 896 or max(q.shape[0], q.shape[3 - seq_dim], k.shape[3 - seq_dim]) >= 1000:
+        return f"npu_rotary_mul's limits (D < 896, B and heads < 1000): q {tuple(q.shape)}, k {tuple(k.shape)}"
+    if q.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {q.device.type}"
+    return None
+
+
+def npu_forward(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
+    """npu_rotary_mul per tensor, cos/sin broadcast over the heads dim (layout limits: see seed-contracts.md)."""
+    import torch_npu
+
+    def table(t):
+        return (t if t.dim() == 3 else t.unsqueeze(0)).unsqueeze(3 - seq_dim)
+
+    mode = "interleave" if interleaved else "half"
+    return tuple(torch_npu.npu_rotary_mul(x, table(cos), table(sin), rotary_mode=mode).contiguous() for x in (q, k))
+
+
+lowering.register_impl("rope", "torch_npu", npu_forward, supports=_npu_reason)
