@@ -39,6 +39,12 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     """The Dynamo backend. kwargs: `mode` and `options` from torch.compile (see options.py)."""
     options = Options.parse(**kwargs)
     target = resolve_target(options.target, example_inputs)
+    subclass = _tensor_subclass(example_inputs)
+    if subclass is not None:
+        return _compile_unfused(gm, example_inputs, options, target,
+                                f"not rewritten: an input is a {subclass} (a tensor subclass such as tensor / "
+                                f"sequence parallel's DTensor), which the pre-dispatch trace does not take; "
+                                f"the graph runs as Dynamo gave it")
 
     aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
@@ -63,6 +69,27 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     compiled = inner_compile(aten_gm, example_inputs, options)           # 6
     graph_report.pieces = getattr(compiled, "mojo_pieces", 1)
     return watch.wrap(compiled)
+
+
+def _tensor_subclass(example_inputs) -> Optional[str]:
+    """The type name of the first input that is a wrapper tensor subclass (DTensor, ...), or None."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and is_traceable_wrapper_subclass(x):
+            return type(x).__name__
+    return None
+
+
+def _compile_unfused(gm: GraphModule, example_inputs: list, options: Options, target: str, why: str) -> Callable:
+    """The graph left as it is, to the inner compiler (Inductor's own handling of subclasses), with the reason in
+    the report: never a failure where eager runs."""
+    log.warning("mojo: graph %s %s", _compile_id(), why)
+    report.add_graph(report.GraphReport(_compile_id(), target, options.inner_compiler, [], [why], gm.code))
+    if options.inner_compiler == "eager":
+        return gm
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(gm, example_inputs, config_patches=options.inductor_config)
 
 
 # ------------------------------------------------------------------------------------------------------ 1. trace

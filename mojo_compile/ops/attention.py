@@ -28,7 +28,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_elementwise_reason, ttx_traceable
 
 
@@ -362,3 +362,27 @@ def npu_forward(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
 
 
 lowering.register_impl("attention", "torch_npu", npu_forward, supports=_npu_reason)
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Each q head attends alone to its kv head: q, k and v sharded on heads (tensor parallel) stay local when every
+# rank's block of q heads reads its own block of kv heads -- both head counts divisible by the mesh size (GQA's
+# groups kept whole). A mask with one head broadcasts (replicated), one per head shards with q; the sinks (one per
+# head) shard too; the positions are per query, replicated.
+def _heads(q, k, **_):
+    ranks = sharding.mesh_size(q)
+    q_heads, kv_heads = sharding.shape_of(q)[1], sharding.shape_of(k)[1]
+    return [1] if q_heads % ranks == 0 and kv_heads % ranks == 0 else []
+
+
+def _sinks(spec, dim):
+    from torch.distributed.tensor import Shard
+    return Shard(0)
+
+
+_QKV = {"q": sharding.SAME, "k": sharding.SAME, "v": sharding.SAME, "q_pos": sharding.REPLICATE, "sinks": _sinks,
+        "mask": sharding.broadcast_or_same(lambda spec, dim: sharding.shape_of(spec)[dim])}
+sharding.register_local_sharding(torch.ops.mojo.attention.default, _QKV, [sharding.SAME, sharding.SAME], dims=_heads)
+sharding.register_local_sharding(torch.ops.mojo.attention_backward.default,
+                                 {**_QKV, "grad_out": sharding.SAME, "out": sharding.SAME, "lse": sharding.SAME},
+                                 [sharding.SAME, sharding.SAME, sharding.SAME, _sinks], dims=_heads)

@@ -38,7 +38,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, interpreting, ttx_device_reason
 from ..lowering.reference import (cross_entropy_reduce, cross_entropy_row_grads, cross_entropy_rows,
                                   cross_entropy_smoothed, row_chunks)
@@ -114,6 +114,9 @@ def _setup(ctx, inputs, output):
     logits, labels, ignore_index, reduction, label_smoothing, target = inputs
     ctx.save_for_backward(logits, labels, output[1])
     ctx.params = (ignore_index, reduction, label_smoothing, target)
+    # an output nobody differentiates gets None, not zeros: no tensor to allocate, and none of another kind than
+    # the inputs (a DTensor's unused lse would get plain zeros)
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, grad_loss, grad_lse):
@@ -235,3 +238,27 @@ lowering.register_impl("cross_entropy", "torch_npu", reference, supports=lambda 
                        **_TRACEABLE)
 lowering.register_impl("cross_entropy_backward", "torch_npu", reference_backward,
                        supports=lambda grad_loss, grad_lse, logits, *rest: _npu_reason(logits), **_TRACEABLE)
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Each row's loss is its own: logits and labels sharded on rows stay local for reduction "none" (the losses shard
+# too) and "sum" (each rank's sum is a partial sum). "mean" divides by the count of rows not ignored across every
+# rank, and a vocabulary shard needs the row's whole log-sum-exp: DTensor gathers for those.
+def _rows(reduction, **_):
+    return [0] if reduction in ("none", "sum") else []
+
+
+def _loss(reduction, **_):
+    return [sharding.SAME if reduction == "none" else sharding.PARTIAL, sharding.SAME]
+
+
+def _grad_loss(spec, dim):
+    from torch.distributed.tensor import Replicate, Shard
+    return Shard(0) if spec.ndim == 1 else Replicate()  # a scalar's gradient reaches every rank whole
+
+
+sharding.register_local_sharding(torch.ops.mojo.cross_entropy.default,
+                                 {"logits": sharding.SAME, "labels": sharding.SAME}, _loss, dims=_rows)
+sharding.register_local_sharding(torch.ops.mojo.cross_entropy_backward.default,
+                                 {"grad_loss": _grad_loss, "grad_lse": sharding.SAME, "logits": sharding.SAME,
+                                  "labels": sharding.SAME, "lse": sharding.SAME}, [sharding.SAME], dims=_rows)

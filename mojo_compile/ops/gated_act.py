@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import ttx_elementwise_reason, ttx_traceable
 
 ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
@@ -232,3 +232,26 @@ def npu_fused_forward(gate_up, act, gate_first):
 
 
 lowering.register_impl("gated_act_fused", "torch_npu", npu_fused_forward, supports=_npu_reason)
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Elementwise: gate and up sharded alike on any dim (tensor parallel's column-sharded projections) stay local. The
+# fused form reads both halves of its last dim: local on the leading dims only.
+def _every_dim(gate=None, grad_y=None, **_):
+    return range((gate if gate is not None else grad_y).ndim)
+
+
+def _leading_dims(gate_up, **_):
+    return range(gate_up.ndim - 1)
+
+
+sharding.register_local_sharding(torch.ops.mojo.gated_act.default, {"gate": sharding.SAME, "up": sharding.SAME},
+                                 [sharding.SAME], dims=_every_dim)
+sharding.register_local_sharding(torch.ops.mojo.gated_act_backward.default,
+                                 {"grad_y": sharding.SAME, "gate": sharding.SAME, "up": sharding.SAME},
+                                 [sharding.SAME, sharding.SAME], dims=_every_dim)
+sharding.register_local_sharding(torch.ops.mojo.gated_act_fused.default, {"gate_up": sharding.SAME}, [sharding.SAME],
+                                 dims=_leading_dims)
+sharding.register_local_sharding(torch.ops.mojo.gated_act_fused_backward.default,
+                                 {"grad_y": sharding.SAME, "gate_up": sharding.SAME}, [sharding.SAME],
+                                 dims=_leading_dims)

@@ -34,7 +34,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import interpreting
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -291,3 +291,18 @@ def npu_add_forward(x, residual, weight, bias, eps):
 lowering.register_impl("layer_norm", "torch_npu", reference, supports=lambda x, *rest: _npu_reason(x), **_TRACEABLE)
 lowering.register_impl("add_layer_norm", "torch_npu", npu_add_forward,
                        supports=lambda x, residual, weight, bias, eps: _npu_reason(x, weight, bias))
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Each row is normalised alone: sharded on any token dim (sequence parallel) the ops run on the local rows; weight
+# and bias are replicated and their gradients partial sums over each rank's rows.
+_PARAMS = {"weight": sharding.REPLICATE, "bias": sharding.REPLICATE}
+sharding.register_local_sharding(torch.ops.mojo.layer_norm.default, {"x": sharding.SAME, **_PARAMS},
+                                 [sharding.SAME] * 3, dims=sharding.token_dims)
+sharding.register_local_sharding(torch.ops.mojo.add_layer_norm.default,
+                                 {"x": sharding.SAME, "residual": sharding.SAME, **_PARAMS}, [sharding.SAME] * 4,
+                                 dims=sharding.token_dims)
+sharding.register_local_sharding(torch.ops.mojo.layer_norm_backward.default,
+                                 {"grad_y": sharding.SAME, "x": sharding.SAME, "weight": sharding.REPLICATE,
+                                  "mean": sharding.SAME, "rstd": sharding.SAME, "grad_residual": sharding.SAME},
+                                 [sharding.SAME, sharding.PARTIAL, sharding.PARTIAL], dims=sharding.token_dims)

@@ -30,7 +30,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_traceable
 from ..lowering.reference import normalise, rms_norm_grad
 
@@ -267,3 +267,18 @@ lowering.register_impl("rms_norm", "torch_npu", npu_forward,
                        supports=lambda x, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
 lowering.register_impl("add_rms_norm", "torch_npu", npu_add_forward,
                        supports=lambda x, r, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Each row is normalised alone: sharded on any token dim (sequence parallel) the norms run on the local rows; the
+# weight is replicated and its gradient a partial sum over each rank's rows.
+_ROWS = dict(dims=sharding.token_dims)
+sharding.register_local_sharding(torch.ops.mojo.rms_norm.default, {"x": sharding.SAME, "weight": sharding.REPLICATE},
+                                 [sharding.SAME, sharding.SAME], **_ROWS)
+sharding.register_local_sharding(torch.ops.mojo.add_rms_norm.default,
+                                 {"x": sharding.SAME, "residual": sharding.SAME, "weight": sharding.REPLICATE},
+                                 [sharding.SAME] * 3, **_ROWS)
+sharding.register_local_sharding(torch.ops.mojo.rms_norm_backward.default,
+                                 {"grad_y": sharding.SAME, "x": sharding.SAME, "weight": sharding.REPLICATE,
+                                  "rstd": sharding.SAME, "grad_residual": sharding.SAME},
+                                 [sharding.SAME, sharding.PARTIAL], **_ROWS)

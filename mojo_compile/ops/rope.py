@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .. import lowering
+from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_elementwise_reason, ttx_traceable
 from ..lowering.reference import normalise, rms_norm_grad
 from .rms_norm import _check_params, rms_norm_out_dtype
@@ -371,3 +371,32 @@ def npu_forward(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
 
 
 lowering.register_impl("rope", "torch_npu", npu_forward, supports=_npu_reason)
+
+
+# ------------------------------------------------------------------------------------------ DTensor (sharding.py)
+# Each head rotates alone with the same cos / sin: q and k sharded on their heads (tensor parallel) stay local, the
+# tables replicated. The qk-norm normalises each head over D, so it is local too -- unless it normalises all heads
+# together (OLMo2's norm over H * D). Its rstd is [B, S, H]: heads on dim 2.
+def _heads(seq_dim, norm_heads_together=False, **_):
+    return [] if norm_heads_together else [_heads_dim(seq_dim)]
+
+
+def _rstd_heads(spec, dim):
+    from torch.distributed.tensor import Shard
+    return Shard(2)
+
+
+_TABLES = {"cos": sharding.REPLICATE, "sin": sharding.REPLICATE}
+sharding.register_local_sharding(torch.ops.mojo.rope.default, {"q": sharding.SAME, "k": sharding.SAME, **_TABLES},
+                                 [sharding.SAME, sharding.SAME], dims=_heads)
+sharding.register_local_sharding(torch.ops.mojo.rope_backward.default,
+                                 {"grad_q": sharding.SAME, "grad_k": sharding.SAME, **_TABLES},
+                                 [sharding.SAME, sharding.SAME], dims=_heads)
+_QK = {"q": sharding.SAME, "k": sharding.SAME, "q_weight": sharding.REPLICATE, "k_weight": sharding.REPLICATE,
+       **_TABLES}
+sharding.register_local_sharding(torch.ops.mojo.qk_norm_rope.default, _QK,
+                                 [sharding.SAME, sharding.SAME, _rstd_heads, _rstd_heads], dims=_heads)
+sharding.register_local_sharding(torch.ops.mojo.qk_norm_rope_backward.default,
+                                 {**_QK, "grad_q": sharding.SAME, "grad_k": sharding.SAME, "q_rstd": _rstd_heads,
+                                  "k_rstd": _rstd_heads},
+                                 [sharding.SAME, sharding.SAME, sharding.PARTIAL, sharding.PARTIAL], dims=_heads)
