@@ -82,9 +82,9 @@ def reference_backward(grad, x):
     return torch.where(r <= 0, torch.zeros((), dtype=grad.dtype, device=grad.device), grad * (2 * r)).contiguous()
 
 
-_always_traceable = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-mojo_compile.register_impl("relu_squared", "torch", reference, **_always_traceable)
-mojo_compile.register_impl("relu_squared_backward", "torch", reference_backward, **_always_traceable)
+# torch ops: Inductor traces them and fuses them with their neighbours
+mojo_compile.register_impl("relu_squared", "torch", reference, **lowering.TRACEABLE)
+mojo_compile.register_impl("relu_squared_backward", "torch", reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- the ttx kernel

@@ -31,9 +31,9 @@ import torch
 from ..kernels.common import NotInlinable
 from .table import Impl, Table, _always, _never, _silent
 
-__all__ = ["Impl", "register_target", "register_impl", "targets", "unavailable", "choose", "describe", "call",
-           "check_target_name", "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR", "inline_in_inner_compiler",
-           "recompute_in_backward", "RECOMPUTED_IN_BACKWARD", "tag_recomputed"]
+__all__ = ["Impl", "TRACEABLE", "register_target", "register_impl", "targets", "unavailable", "choose", "describe",
+           "call", "check_target_name", "inductor_decompositions", "KEPT_WHOLE_UNDER_INDUCTOR",
+           "inline_in_inner_compiler", "recompute_in_backward", "RECOMPUTED_IN_BACKWARD", "tag_recomputed"]
 
 log = logging.getLogger("mojo_compile")
 
@@ -51,6 +51,11 @@ def register_target(name: str, load_table: Callable[[], dict[str, Impl]]) -> Non
 
 
 _PENDING: dict[str, dict[str, Impl]] = {}  # target -> op -> Impl registered before the target's table loaded
+
+
+# For an implementation made of torch ops (the references, and a target that runs them): Inductor traces it and fuses
+# it with its neighbours. `register_impl(op, "torch", fn, **TRACEABLE)`.
+TRACEABLE = dict(traceable=lambda *args: True)
 
 
 def register_impl(op: str, target: str, fn: Callable, *, supports: Callable[..., Optional[str]] = _always,

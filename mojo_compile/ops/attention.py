@@ -215,9 +215,8 @@ def reference_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, 
             grad_sinks)
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("attention", "torch", reference, **_TRACEABLE)
-lowering.register_impl("attention_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("attention", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("attention_backward", "torch", reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx

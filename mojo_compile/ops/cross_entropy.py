@@ -164,9 +164,8 @@ def reference_backward(grad_loss, grad_lse, logits, labels, lse, ignore_index, r
     return torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("cross_entropy", "torch", reference, **_TRACEABLE)
-lowering.register_impl("cross_entropy_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("cross_entropy", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("cross_entropy_backward", "torch", reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx
@@ -235,9 +234,9 @@ def _npu_reason(logits):
 
 
 lowering.register_impl("cross_entropy", "torch_npu", reference, supports=lambda logits, *rest: _npu_reason(logits),
-                       **_TRACEABLE)
+                       **lowering.TRACEABLE)
 lowering.register_impl("cross_entropy_backward", "torch_npu", reference_backward,
-                       supports=lambda grad_loss, grad_lse, logits, *rest: _npu_reason(logits), **_TRACEABLE)
+                       supports=lambda grad_loss, grad_lse, logits, *rest: _npu_reason(logits), **lowering.TRACEABLE)
 
 
 # ------------------------------------------------------------------------------------------ DTensor (sharding.py)

@@ -163,11 +163,10 @@ def fused_reference_backward(grad_y, gate_up, act, gate_first):
     return torch.cat([grad_gate, grad_up] if gate_first else [grad_up, grad_gate], -1)
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("gated_act", "torch", reference, **_TRACEABLE)
-lowering.register_impl("gated_act_fused", "torch", fused_reference, **_TRACEABLE)
-lowering.register_impl("gated_act_backward", "torch", reference_backward, **_TRACEABLE)
-lowering.register_impl("gated_act_fused_backward", "torch", fused_reference_backward, **_TRACEABLE)
+lowering.register_impl("gated_act", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("gated_act_fused", "torch", fused_reference, **lowering.TRACEABLE)
+lowering.register_impl("gated_act_backward", "torch", reference_backward, **lowering.TRACEABLE)
+lowering.register_impl("gated_act_fused_backward", "torch", fused_reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx

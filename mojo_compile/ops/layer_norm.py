@@ -195,10 +195,9 @@ def reference_backward(grad_y, x, weight, mean, rstd, eps, weight_grad, bias_gra
             db if db is not None else x.new_empty((0,), dtype=dtype))
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("layer_norm", "torch", reference, **_TRACEABLE)
-lowering.register_impl("add_layer_norm", "torch", add_reference, **_TRACEABLE)
-lowering.register_impl("layer_norm_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("layer_norm", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("add_layer_norm", "torch", add_reference, **lowering.TRACEABLE)
+lowering.register_impl("layer_norm_backward", "torch", reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx
@@ -288,7 +287,8 @@ def npu_add_forward(x, residual, weight, bias, eps):
     return y, total, mean.reshape(stats).float(), rstd.reshape(stats).float()
 
 
-lowering.register_impl("layer_norm", "torch_npu", reference, supports=lambda x, *rest: _npu_reason(x), **_TRACEABLE)
+lowering.register_impl("layer_norm", "torch_npu", reference, supports=lambda x, *rest: _npu_reason(x),
+                       **lowering.TRACEABLE)
 lowering.register_impl("add_layer_norm", "torch_npu", npu_add_forward,
                        supports=lambda x, residual, weight, bias, eps: _npu_reason(x, weight, bias))
 

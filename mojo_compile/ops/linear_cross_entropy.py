@@ -334,9 +334,8 @@ def reference_backward(grad_loss, grad_lse, hidden, weight, labels, lse, ignore_
     return dh, dw
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("linear_cross_entropy", "torch", reference, **_TRACEABLE)
-lowering.register_impl("linear_cross_entropy_backward", "torch", reference_backward, **_TRACEABLE)
+lowering.register_impl("linear_cross_entropy", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("linear_cross_entropy_backward", "torch", reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx
@@ -495,6 +494,6 @@ def _npu_reason(hidden):
 
 
 lowering.register_impl("linear_cross_entropy", "torch_npu", reference,
-                       supports=lambda hidden, *rest: _npu_reason(hidden), **_TRACEABLE)
+                       supports=lambda hidden, *rest: _npu_reason(hidden), **lowering.TRACEABLE)
 lowering.register_impl("linear_cross_entropy_backward", "torch_npu", reference_backward,
-                       supports=lambda grad_loss, grad_lse, hidden, *rest: _npu_reason(hidden), **_TRACEABLE)
+                       supports=lambda grad_loss, grad_lse, hidden, *rest: _npu_reason(hidden), **lowering.TRACEABLE)

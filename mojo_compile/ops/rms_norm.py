@@ -156,10 +156,9 @@ def add_reference(x, residual, weight, eps, weight_offset, cast):
     return y, total, rstd
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("rms_norm", "torch", reference, **_TRACEABLE)
-lowering.register_impl("add_rms_norm", "torch", add_reference, **_TRACEABLE)
-lowering.register_impl("rms_norm_backward", "torch", rms_norm_grad, **_TRACEABLE)
+lowering.register_impl("rms_norm", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("add_rms_norm", "torch", add_reference, **lowering.TRACEABLE)
+lowering.register_impl("rms_norm_backward", "torch", rms_norm_grad, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx

@@ -268,11 +268,10 @@ def qk_norm_reference_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd,
     return (*grads, *weight_grads)
 
 
-_TRACEABLE = dict(traceable=lambda *args: True)  # torch ops: Inductor fuses them with their neighbours
-lowering.register_impl("rope", "torch", reference, **_TRACEABLE)
-lowering.register_impl("rope_backward", "torch", reference_backward, **_TRACEABLE)
-lowering.register_impl("qk_norm_rope", "torch", qk_norm_reference, **_TRACEABLE)
-lowering.register_impl("qk_norm_rope_backward", "torch", qk_norm_reference_backward, **_TRACEABLE)
+lowering.register_impl("rope", "torch", reference, **lowering.TRACEABLE)
+lowering.register_impl("rope_backward", "torch", reference_backward, **lowering.TRACEABLE)
+lowering.register_impl("qk_norm_rope", "torch", qk_norm_reference, **lowering.TRACEABLE)
+lowering.register_impl("qk_norm_rope_backward", "torch", qk_norm_reference_backward, **lowering.TRACEABLE)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx
