@@ -66,15 +66,22 @@ def test_fused_and_equal_to_eager(form, dtype, target):
     out, grads = step(compiled, x)
     sites = [(s.pattern, s.op, s.target) for s in mojo_compile.last_report().sites]
     assert sites == [(FORMS[form][1], "mojo.layer_norm", target.partition("+")[0])], sites
-    eager_out, eager_grads = step(model, x)
-    if target == "torch":  # aten's own layer norm and backward: bitwise
+    exact = block(form, torch.float64)
+    check_against_eager(target, dtype, (out, grads), step(model, x), exact, model,
+                        lambda exact: step(exact, x.double()))
+
+
+def check_against_eager(target, dtype, got, eager, exact, model, run_exact):
+    """The torch target (aten's own layer norm and backward): eager's output and gradients bit for bit; ttx: as
+    accurate as eager's against the fp64 copy `exact` of `model`, run by run_exact."""
+    (out, grads), (eager_out, eager_grads) = got, eager
+    if target == "torch":
         assert torch.equal(out, eager_out)
         for name in grads:
             assert torch.equal(grads[name], eager_grads[name]), name
         return
-    exact = block(form, torch.float64)
     exact.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
-    exact_out, exact_grads = step(exact, x.double())
+    exact_out, exact_grads = run_exact(exact)
     check_as_accurate(out, eager_out, exact_out, dtype, "out")
     for name in grads:
         check_as_accurate(grads[name], eager_grads[name], exact_grads[name], dtype, name)
@@ -130,18 +137,8 @@ def test_add_layer_norm_fused_and_equal_to_eager(form, dtype, target):
     pattern = "add_" + FORMS[form][1]
     sites = [(s.pattern, s.op) for s in mojo_compile.last_report().sites]
     assert sites == [(pattern, "mojo.add_layer_norm")] * 2, sites
-    eager_out, eager_grads = add_step(model, x, residual)
-    if target == "torch":
-        assert torch.equal(out, eager_out)
-        for name in grads:
-            assert torch.equal(grads[name], eager_grads[name]), name
-        return
-    exact = add_block(form, torch.float64)
-    exact.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
-    exact_out, exact_grads = add_step(exact, x.double(), residual.double())
-    check_as_accurate(out, eager_out, exact_out, dtype, "out")
-    for name in grads:
-        check_as_accurate(grads[name], eager_grads[name], exact_grads[name], dtype, name)
+    check_against_eager(target, dtype, (out, grads), add_step(model, x, residual), add_block(form, torch.float64),
+                        model, lambda exact: add_step(exact, x.double(), residual.double()))
 
 
 ADD_REFUSALS = {  # name: (fn of x [4, 32] bf16 and a [32] bf16 vector, why the add is not the op's)
