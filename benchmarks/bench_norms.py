@@ -1,15 +1,16 @@
-"""RMSNorm, residual-add + RMSNorm and LayerNorm on the GPU: eager / Inductor / Liger / mojo, side by side.
+"""RMSNorm and LayerNorm, alone and after a residual add, on the GPU: eager / Inductor / Liger / mojo, side by side.
 
     python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096] [--ops layer_norm]
 
 The RMSNorms run the HF Llama spelling (bf16, eps 1e-6); LayerNorm runs `F.layer_norm` with weight and bias (bf16,
-eps 1e-5: the call nn.LayerNorm makes in GPT-NeoX, StableLM, StarCoder2 and Phi). Eager is the spelling itself,
-Inductor is `torch.compile` of it, Liger is LigerRMSNormFunction / LigerFusedAddRMSNormFunction (casting_mode="llama")
-/ LigerLayerNormFunction, mojo is `torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo
-op, whose Triton kernels the default inner compiler, Inductor, launches from its own code). Forward times are
-medians of CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians
-of plain calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an ideal
-kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
+eps 1e-5: the call nn.LayerNorm makes in GPT-NeoX, StableLM, StarCoder2 and Phi); the residual forms add first and
+return the sum too. Eager is the spelling itself, Inductor is `torch.compile` of it, Liger is LigerRMSNormFunction /
+LigerFusedAddRMSNormFunction (casting_mode="llama") / LigerLayerNormFunction (after torch's add: Liger has no residual
+LayerNorm), mojo is `torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo op, whose
+Triton kernels the default inner compiler, Inductor, launches from its own code). Forward times are medians of
+CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians of plain
+calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an
+ideal kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
 """
 from __future__ import annotations
 
@@ -47,7 +48,13 @@ def layer_norm(x, weight, bias):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, LN_EPS)
 
 
-SPELLINGS = {"rms_norm": llama_rms_norm, "add_rms_norm": add_llama_rms_norm, "layer_norm": layer_norm}
+def add_layer_norm(x, residual, weight, bias):
+    total = residual + x
+    return layer_norm(total, weight, bias), total
+
+
+SPELLINGS = {"rms_norm": llama_rms_norm, "add_rms_norm": add_llama_rms_norm, "layer_norm": layer_norm,
+             "add_layer_norm": add_layer_norm}
 
 
 def implementations(op: str, peers):
@@ -61,6 +68,11 @@ def implementations(op: str, peers):
         rms, add_rms, ln = peers
         if op == "layer_norm":
             impls["liger"] = lambda x, w, b: ln.LigerLayerNormFunction.apply(x, w, b, LN_EPS)
+        elif op == "add_layer_norm":  # Liger has no residual LayerNorm: torch's add, then its LayerNorm
+            def liger_add_layer_norm(x, r, w, b):
+                total = r + x
+                return ln.LigerLayerNormFunction.apply(total, w, b, LN_EPS), total
+            impls["liger"] = liger_add_layer_norm
         elif op == "rms_norm":
             impls["liger"] = lambda x, w: rms.LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
         else:
@@ -71,10 +83,11 @@ def implementations(op: str, peers):
 
 def reference(op, inputs):
     """fp64 of the same spelling (roundings of the bf16 spelling kept where they are part of its definition)."""
-    if op == "layer_norm":
-        x, w, b = (t.double() for t in inputs)
+    if op in ("layer_norm", "add_layer_norm"):
+        total = inputs[1] + inputs[0] if op == "add_layer_norm" else inputs[0]  # the bf16 sum: the spelling's
+        x, w, b = (t.double() for t in (total, *inputs[-2:]))
         centred = x - x.mean(-1, keepdim=True)
-        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + LN_EPS) * w + b,
+        return centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + LN_EPS) * w + b, x
     if op == "rms_norm":
         x, w = inputs
         x64 = x.double()
@@ -88,15 +101,17 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
     impls = implementations(op, peers)
     names = list(impls)
     rows_fwd, rows_train = [], []
-    fwd_bytes = 4 if op == "add_rms_norm" else 2  # tensors of [M, N] moved
-    train_bytes = 8 if op == "add_rms_norm" else 5
+    residual = op.startswith("add_")
+    fwd_bytes = 4 if residual else 2  # tensors of [M, N] moved
+    train_bytes = 8 if residual else 5
     for hidden in hidden_list:
         for tokens in tokens_list:
             torch.manual_seed(0)
             x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16)
             w = (1 + 0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)
-            if op == "layer_norm":
-                inputs = [x, w, (0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)]
+            bias = (0.1 * torch.randn(hidden, device="cuda")).to(torch.bfloat16)
+            if op in ("layer_norm", "add_layer_norm"):
+                inputs = [x, torch.randn_like(x), w, bias] if residual else [x, w, bias]
             else:
                 inputs = [x, w] if op == "rms_norm" else [x, torch.randn_like(x), w]
             ref = reference(op, inputs)
@@ -136,7 +151,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="only the large shapes")
     parser.add_argument("--tokens", help="comma-separated token counts (default 1,128,4096,16384)")
     parser.add_argument("--hidden", help="comma-separated hidden sizes (default 2048,4096,8192)")
-    parser.add_argument("--ops", default="rms_norm,add_rms_norm,layer_norm", help="comma-separated ops")
+    parser.add_argument("--ops", default="rms_norm,add_rms_norm,layer_norm,add_layer_norm", help="comma-separated ops")
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     copy_bw = copy_bandwidth()
