@@ -68,6 +68,8 @@ def test_backward(shape, dtype, affine):
     assert dx.dtype == dtype and dx.shape == x.shape
     if exact[0].norm() > 0:
         assert rel(dx, exact[0]) <= TOL[dtype], rel(dx, exact[0])
+    else:  # one column: y is the bias whatever x is
+        assert torch.equal(dx, torch.zeros_like(dx))
     if weighted:  # a sum over the rows, rounded once to the dtype
         assert dw.dtype == dtype and rel(dw, exact[1]) <= TOL[dtype], rel(dw, exact[1])
     else:
@@ -131,9 +133,11 @@ def test_add_backward(shape, dtype, affine):
     leaves = [t.detach().double().requires_grad_() for t in (s, w, b) if t is not None]
     ref = layer_norm_fp64(leaves[0], leaves[1] if weighted else None, leaves[-1] if biased else None, 1e-5)
     exact = torch.autograd.grad(ref, leaves[0], gy.double())[0] + gres.double()
-    # TOL as test_backward: fp32 math (the add included), one rounding; one column: exact is gres, nonzero
+    # TOL as test_backward: fp32 math (the add included), one rounding; one column: exactly gres
     assert dx.dtype == dtype and dx.shape == x.shape
     assert rel(dx, exact) <= TOL[dtype], rel(dx, exact)
+    if shape[-1] == 1:
+        assert torch.equal(dx, gres)
     _, dw0, db0 = layer_norm_bwd(gy, s, w, mean, rstd, weighted, biased)
     assert torch.equal(dw, dw0) and torch.equal(db, db0)
 

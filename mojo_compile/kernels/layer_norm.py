@@ -157,11 +157,17 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
 
     def empty():  # a fresh one per result: an op's outputs must not alias each other
         return x.new_empty((0,))
-    if m == 0 or n == 0:
-        zeros = torch.zeros((n,), dtype=x.dtype, device=x.device)
+    if m == 0 or n <= 1:
+        # No rows or no columns: nothing to reduce. One column: every row normalises to 0 whatever x is (y is the
+        # bias), so grad_x is grad_residual alone and grad_weight is 0, exactly. The kernel's g - mean(g) would
+        # cancel only to the GPU's FMA rounding of g, which rstd = 1/sqrt(eps) then amplifies.
         if dres2 is not None:
             dx.copy_(dres2)
-        return dx.view(x.shape), zeros if weight_grad else empty(), zeros.clone() if bias_grad else empty()
+        else:
+            dx.zero_()
+        grad_w = torch.zeros((n,), dtype=x.dtype, device=x.device) if weight_grad else empty()
+        grad_b = dy2.float().sum(0).to(x.dtype) if bias_grad else empty()
+        return dx.view(x.shape), grad_w, grad_b
     block_n = triton.next_power_of_2(n)
     block_m = min(32, max(1, 8192 // block_n))
     num_warps = min(16, max(4, block_n // 512))
