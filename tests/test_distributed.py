@@ -12,6 +12,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+import mojo_compile  # noqa: F401  (in each spawned rank: the ops, their sharding, and backend="mojo" uninstalled)
+
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
 
 
@@ -99,8 +101,6 @@ def _ops_body(rank, world):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor, Partial, Replicate, distribute_tensor
 
-    import mojo_compile  # noqa: F401  (the ops and their sharding)
-
     mesh = init_device_mesh("cpu", (world,))
     for name, (fn, inputs, placements, bitwise) in _cases().items():
         outs = fn(*inputs)
@@ -156,8 +156,6 @@ def _reference():
 
 def _check_against_eager(model, loss, tag, fused=True):
     from torch.distributed.tensor import DTensor
-
-    import mojo_compile
 
     ref_loss, ref_grads = _reference()
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-5, msg=f"{tag}: loss")
