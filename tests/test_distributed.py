@@ -173,12 +173,15 @@ def _check_against_eager(model, loss, tag, fused=True):
 
 
 def _fsdp_body(rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
+    # The mesh named: by default FSDP2 shards onto the accelerator where there is one, away from the CPU reference.
+    mesh = init_device_mesh("cpu", (world,))
     model = _llama()
     for layer in model.model.layers:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     out = torch.compile(model, backend="mojo", options=OPTIONS)(input_ids=IDS, labels=IDS)
     out.loss.backward()
     _check_against_eager(model, out.loss.detach(), "FSDP2")
