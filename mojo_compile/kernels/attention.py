@@ -49,7 +49,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import as_bytes, exp_units, interpreting, round_to, size_hint, tanh_exp2, wrap_triton, writes
+from .common import (as_bytes, device_caps, exp_units, interpreting, round_to, size_hint, tanh_exp2, wrap_triton,
+                     writes)
 
 __all__ = ["attention_bwd", "attention_fwd"]
 
@@ -63,17 +64,15 @@ MASK_KEYS, MASK_KEY_HOLES = 3, 4
 
 # ----------------------------------------------------------------------------------------------------------- helpers
 @triton.jit
-def _mm(a, b, IEEE: tl.constexpr):
-    if IEEE:  # fp32 inputs (and everything in the interpreter): full fp32 products, no TF32
-        return tl.dot(a, b, input_precision="ieee", out_dtype=tl.float32)
-    return tl.dot(a, b, out_dtype=tl.float32)
+def _mm(a, b, DOT_PRECISION: tl.constexpr):
+    """DOT_PRECISION: "ieee" for fp32 inputs (and everything in the interpreter), full fp32 products; else the
+    device's default, named (DeviceCaps.dot_precision): Ascend has no default to fall back on."""
+    return tl.dot(a, b, input_precision=DOT_PRECISION, out_dtype=tl.float32)
 
 
 @triton.jit
-def _mma(a, b, acc, IEEE: tl.constexpr):
-    if IEEE:
-        return tl.dot(a, b, acc, input_precision="ieee", out_dtype=tl.float32)
-    return tl.dot(a, b, acc, out_dtype=tl.float32)
+def _mma(a, b, acc, DOT_PRECISION: tl.constexpr):
+    return tl.dot(a, b, acc, input_precision=DOT_PRECISION, out_dtype=tl.float32)
 
 
 @triton.jit
@@ -221,7 +220,7 @@ def _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND: tl.constexpr, KEYS_FIRST: 
 def _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND: tl.constexpr, KEYS_FIRST: tl.constexpr):
     """Offsets and load mask of a [rows, keys] (KEYS_FIRST: [keys, rows]) tile of a bool / additive mask; a key
     mask has its row loaded apart (_key_row), no mask needs none: placeholders."""
-    if MASK_KIND == 0 or MASK_KIND >= 3:
+    if (MASK_KIND == 0) | (MASK_KIND >= 3):
         off = 0
         ok = False
     elif KEYS_FIRST:
@@ -272,7 +271,7 @@ def _scores(qk, qp, kp, kv_ok, MASK, m_off, m_ok, keys, scale, softcap, window,
 def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap,
               window, key_lo, key_hi, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
               HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
-              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+              BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """One key tile of the online softmax: acc/m_i/l_i updated (m_i in the scores' units)."""
     NATURAL: tl.constexpr = MASK_KIND == 2
     keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, False, BLOCK_N)
@@ -280,7 +279,7 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
     kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
-    qk = _mm(q, tl.trans(k), IEEE)
+    qk = _mm(q, tl.trans(k), DOT_PRECISION)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
     s, _ = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, keys,
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
@@ -290,7 +289,7 @@ def _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_ro
     p = exp_units(s - m_use[:, None], NATURAL)
     l_i = l_i * alpha + tl.sum(p, axis=1)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
-    acc = _mma(_operand(p, V.dtype.element_ty, INTERPRET), v, acc * alpha[:, None], IEEE)
+    acc = _mma(_operand(p, V.dtype.element_ty, INTERPRET), v, acc * alpha[:, None], DOT_PRECISION)
     return acc, m_new, l_i
 
 
@@ -301,12 +300,12 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
                 HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                 MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
+                DOT_PRECISION: tl.constexpr):
     """OUT [B, HQ, S_q, D] and LSE [B, HQ, S_q] contiguous. One program: BLOCK_M stacked rows of one kv head."""
     G: tl.constexpr = HQ // HKV
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
-    IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
@@ -331,13 +330,13 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
     args = (q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, key_lo, key_hi, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):  # window edge, a key range's first tile
         acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_lo, full_hi, BLOCK_N):  # every key allowed: no position masks
         acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_hi, hi, BLOCK_N):  # causal diagonal and the last, partial tile
         acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, IEEE)
+                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
 
     has_mass = l_i > 0.0  # false only without a sink and without any allowed key
     out = acc / tl.where(has_mass, l_i, 1.0)[:, None]
@@ -353,24 +352,24 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
 def _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
                  scale, softcap, window, key_lo, key_hi, sks, svs, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, MASK_KIND: tl.constexpr, D: tl.constexpr,
-                 BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+                 BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, DOT_PRECISION: tl.constexpr):
     keys = _key_row(MASK, m_row, n0, smk, key_hi, MASK_KIND, False, BLOCK_N)
     kp = n0 + tl.arange(0, BLOCK_N)
     kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)
     kpl = kp.to(tl.int64)
     k = _load_rows(K, k_base + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
     v = _load_rows(V, v_base + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
-    qk = _mm(q, tl.trans(k), IEEE)
+    qk = _mm(q, tl.trans(k), DOT_PRECISION)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, False)
     s, t = _scores(qk, qp[:, None], kp[None, :], kv_ok[None, :], MASK, m_off, m_ok, keys,
                    scale, softcap, window, MASKED, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND)
     p = exp_units(s - lse_u[:, None], MASK_KIND == 2)
     l_sum += tl.sum(p, axis=1)
-    dp = _mm(do, tl.trans(v), IEEE)
+    dp = _mm(do, tl.trans(v), DOT_PRECISION)
     ds = p * (dp - delta[:, None])
     if HAS_SOFTCAP:
         ds = ds * (1.0 - t * t)
-    dq = _mma(_operand(ds, K.dtype.element_ty, INTERPRET), k, dq, IEEE)
+    dq = _mma(_operand(ds, K.dtype.element_ty, INTERPRET), k, dq, DOT_PRECISION)
     return dq, l_sum
 
 
@@ -382,13 +381,13 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                    MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
+                   DOT_PRECISION: tl.constexpr):
     """DQ [B, HQ, S_q, D] contiguous; writes DELTA (and RNORM with an additive mask, PSINK = p_sink * delta with
     sinks), [B, HQ, S_q] fp32, for the dK/dV kernel and the sink gradient. (sob..) are OUT's strides, (sdb..) DO's."""
     G: tl.constexpr = HQ // HKV
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
-    IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
@@ -416,13 +415,13 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
             key_hi, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):
         dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, IEEE)
+                                 BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_lo, full_hi, BLOCK_N):
         dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, IEEE)
+                                 BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_hi, hi, BLOCK_N):
         dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, IEEE)
+                                 BLOCK_D, INTERPRET, DOT_PRECISION)
 
     if HAS_SINKS:
         p_sink = exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
@@ -445,7 +444,7 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
                  HQ: tl.constexpr, G: tl.constexpr, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
                  HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                  MASK_KIND: tl.constexpr, D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr,
-                 INTERPRET: tl.constexpr, IEEE: tl.constexpr):
+                 INTERPRET: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """One block of stacked rows against the program's key tile, in the transposed orientation ([keys, rows]) so
     that p^T and dS^T come out of the dots as the operands of dV += p^T dO and dK += dS^T Q."""
     NATURAL: tl.constexpr = MASK_KIND == 2
@@ -460,7 +459,7 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)  # 0 on padded rows: with dO = 0 they contribute nothing
     kpl = kp.to(tl.int64)
     m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
-    qk_t = _mm(k, tl.trans(q), IEEE)
+    qk_t = _mm(k, tl.trans(q), DOT_PRECISION)
     m_off, m_ok = _mask_tile(m_row, kpl, smk, row_ok, kv_ok, MASK_KIND, True)
     s_t, t_t = _scores(qk_t, qp[None, :], kp[:, None], kv_ok[:, None], MASK, m_off, m_ok,
                        keys, scale, softcap, window,
@@ -468,12 +467,12 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     p_t = exp_units(s_t - lse_u[None, :], NATURAL)
     if NATURAL:
         p_t = p_t * tl.load(RNORM + stat, mask=row_ok, other=0.0)[None, :]
-    dv = _mma(_operand(p_t, DO.dtype.element_ty, INTERPRET), do, dv, IEEE)
-    dp_t = _mm(v, tl.trans(do), IEEE)
+    dv = _mma(_operand(p_t, DO.dtype.element_ty, INTERPRET), do, dv, DOT_PRECISION)
+    dp_t = _mm(v, tl.trans(do), DOT_PRECISION)
     ds_t = p_t * (dp_t - delta[None, :])
     if HAS_SOFTCAP:
         ds_t = ds_t * (1.0 - t_t * t_t)
-    dk = _mma(_operand(ds_t, Q.dtype.element_ty, INTERPRET), q, dk, IEEE)
+    dk = _mma(_operand(ds_t, Q.dtype.element_ty, INTERPRET), q, dk, DOT_PRECISION)
     return dk, dv
 
 
@@ -512,10 +511,10 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
                      HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                      HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
+                     DOT_PRECISION: tl.constexpr):
     """DK / DV [B, HKV, S_kv, D] contiguous. One program: one key tile of one kv head, all rows of its group."""
     G: tl.constexpr = HQ // HKV
-    IEEE: tl.constexpr = Q.dtype.element_ty == tl.float32 or INTERPRET
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
     n0 = tl.program_id(0) * BLOCK_N
@@ -547,19 +546,19 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
                 live = live & (tl.min(qp, axis=0) - window < last)
             if live:
                 dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                      HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
+                                      HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
     else:
         lo, full_lo, full_hi, hi = _row_blocks(n0, S_q, S_kv, key_lo, key_hi, window, G, CAUSAL, HAS_WINDOW,
                                                BLOCK_M, BLOCK_N)
         for t0 in range(lo, full_lo, BLOCK_M):  # window edge
             dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
+                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
         for t0 in range(full_lo, full_hi, BLOCK_M):  # every row sees every key: no position masks
             dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, False, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
+                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
         for t0 in range(full_hi, hi, BLOCK_M):  # causal diagonal, the last (partial) row block
             dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, IEEE)
+                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
 
     out = ((b * HKV + hkv) * S_kv + kpl) * D
     store = kp < S_kv
@@ -678,10 +677,11 @@ def _ranges_arg(ranges, q):
     return ranges, ranges.stride(0)
 
 
-def _flags(causal, window, softcap, q_pos, kind, sinks, hq, hkv, d):
+def _flags(q, causal, window, softcap, q_pos, kind, sinks, hq, hkv, d):
     return dict(HQ=hq, HKV=hkv, D=d, CAUSAL=bool(causal), HAS_WINDOW=window > 0, HAS_SOFTCAP=softcap > 0.0,
                 HAS_QPOS=q_pos is not None, MASK_KIND=kind, BLOCK_D=max(16, triton.next_power_of_2(d)),
-                INTERPRET=interpreting())
+                INTERPRET=interpreting(),
+                DOT_PRECISION=device_caps(q.device).dot_precision(exact=q.dtype == torch.float32 or interpreting()))
 
 
 def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=None, mask=None, sinks=None,
@@ -707,7 +707,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
             q, k, v, out, lse, q_pos if q_pos is not None else q, mask if mask is not None else q, ranges,
             sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *m_strides, srb,
-            **_flags(causal, window, softcap, q_pos, launch_kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
+            **_flags(q, causal, window, softcap, q_pos, launch_kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
             BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
     return out, lse
 
@@ -737,7 +737,7 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
     else:
         dq_config = kv_config = config
     m_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
-    flags = _flags(causal, window, softcap, q_pos, kind, sinks, hq, hkv, d)
+    flags = _flags(q, causal, window, softcap, q_pos, kind, sinks, hq, hkv, d)
     q_pos_arg = q_pos if q_pos is not None else q
     mask_arg = mask if mask is not None else q
     ranges, srb = _ranges_arg(ranges, q)

@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import as_bytes, exp_units, interpreting, round_to, size_hint, sm_count, tanhf, wrap_triton, writes
+from .common import as_bytes, device_caps, exp_units, interpreting, round_to, size_hint, tanhf, wrap_triton, writes
 
 __all__ = ["attention_decode"]
 
@@ -221,8 +221,8 @@ def _merge_kernel(O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits,
 
 # --------------------------------------------------------------------------------------------------------- launchers
 def _sms(device: torch.device) -> int:
-    """SMs to fill; 4 in the interpreter (whose programs run one after another anyway)."""
-    return sm_count(device) if device.type == "cuda" and not interpreting() else 4
+    """Cores to fill (SMs; Ascend's AI cores: the kernel has dots); 4 in the interpreter (devices.py)."""
+    return device_caps(device).matrix_cores
 
 
 def default_num_splits(programs: int, skv: int, sms: int) -> int:
@@ -329,7 +329,7 @@ def attention_decode(q, k, v, scale, causal=True, window=0, softcap=0.0, q_pos=N
         v.stride(0), v.stride(1), v.stride(2), *mask_strides,
         HQ=hq, SQ=sq, GROUP=group, D=d, ROW_CHUNKS=row_chunks, CAUSAL=bool(causal), WINDOWED=window > 0,
         SOFTCAP=softcap > 0, HAS_QPOS=q_pos is not None, MASK_KIND=mask_kind, HAS_SINK=sinks is not None,
-        DIRECT=direct, DOT_PRECISION="ieee" if q.dtype == torch.float32 else None,  # fp32: no TF32
+        DIRECT=direct, DOT_PRECISION=device_caps(q.device).dot_precision(exact=q.dtype == torch.float32),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, INTERPRET=interpreting(),
         num_warps=num_warps, num_stages=num_stages)
     if not direct:

@@ -20,7 +20,6 @@ CPU, and requires it to equal the declaration, and no written argument to overla
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from typing import Callable, Optional
 
@@ -29,7 +28,10 @@ import torch
 try:  # the lowering imports this module on every target; Triton is needed only to launch
     import triton
     import triton.language as tl
-    from triton.language.extra import libdevice
+    try:  # triton-ascend: its generic libdevice is stubs; the Ascend one has the math (docs/ascend.md)
+        from triton.language.extra.ascend import libdevice
+    except ImportError:
+        from triton.language.extra import libdevice
     jit = triton.jit
 except ImportError:  # pragma: no cover
     triton = None
@@ -38,8 +40,8 @@ except ImportError:  # pragma: no cover
         return fn
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "sm_count", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
-           "ACT_CODES", "CAST_CODES", "round_to", "expf", "tanhf", "tanh_exp2", "exp_units", "normalise",
+           "device_caps", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
+           "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise",
            "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_elementwise_reason"]
 
 
@@ -278,14 +280,10 @@ def size_hint(n, fallback: int = 4096) -> int:
         return int(hint) if hint is not None else fallback
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def sm_count(device: torch.device) -> int:
-    """The streaming multiprocessors of a CUDA device (launch configs that fill the GPU)."""
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+def device_caps(device: torch.device):
+    """The DeviceCaps a launch on `device` plans with (lowering/devices.py): cores, grid limit, on-chip buffer."""
+    from ..lowering.devices import device_caps as caps  # here, not at the top: lowering imports this module
+    return caps(device, interpreting())
 
 
 # --------------------------------------------------------------------------------------------------- kernel codes
@@ -315,6 +313,14 @@ def expf(x, INTERPRET: tl.constexpr):
         return tl.exp(x)
     else:
         return libdevice.exp(x)  # expf, as torch's kernels; tl.exp is ex2.approx based
+
+
+@jit
+def logf(x, INTERPRET: tl.constexpr):
+    if INTERPRET:
+        return tl.log(x)
+    else:
+        return libdevice.log(x)  # logf, as torch's kernels
 
 
 @jit

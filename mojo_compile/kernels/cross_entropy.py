@@ -22,17 +22,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.language.extra import libdevice
 
-from .common import expf, interpreting, round_to, wrap_triton, writes
-
-
-@triton.jit
-def _log(x, INTERPRET: tl.constexpr):
-    if INTERPRET:
-        return tl.log(x)
-    else:
-        return libdevice.log(x)
+from .common import expf, interpreting, logf, round_to, wrap_triton, writes
 
 
 @triton.jit
@@ -62,7 +53,7 @@ def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.
             total += tl.where(c < V, x, 0.0)
     m_row = tl.max(m, 0)  # a NaN lane's sum is NaN, whatever the reduction does with its max
     s_row = tl.sum(s * expf(m - _finite(m_row), INTERPRET), 0)
-    lse = m_row + _log(s_row, INTERPRET)  # a row of -inf only: -inf (its loss NaN, as eager's)
+    lse = m_row + logf(s_row, INTERPRET)  # a row of -inf only: -inf (its loss NaN, as eager's)
     label = tl.load(LABELS + row)
     ignored = label == IGNORE
     valid = (label >= 0) & (label < V) & (label != IGNORE)

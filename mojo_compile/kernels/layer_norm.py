@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import contiguous_rows, interpreting, round_to, sm_count, wrap_triton, writes
+from .common import contiguous_rows, device_caps, interpreting, round_to, wrap_triton, writes
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 
@@ -174,7 +174,7 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     per_sm = min(4, max(1, 4096 // block_n))
     if config is not None:
         block_m, num_warps, per_sm = config
-    sms = sm_count(x.device) if x.device.type == "cuda" else 1
+    sms = device_caps(x.device).vector_cores
     num_programs = torch.sym_min(per_sm * sms, triton.cdiv(m, block_m))  # m may be symbolic: no guard
     rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
     num_programs = triton.cdiv(m, rows_per_program)

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CAST_CODES, contiguous_rows, interpreting, normalise, round_to, sm_count, wrap_triton, writes
+from .common import CAST_CODES, contiguous_rows, device_caps, interpreting, normalise, round_to, wrap_triton, writes
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
@@ -198,7 +198,7 @@ def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int
 
 
 def _num_programs(x: torch.Tensor) -> int:
-    return 4 * sm_count(x.device) if x.device.type == "cuda" else 4
+    return 4 * device_caps(x.device).vector_cores
 
 
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
