@@ -123,12 +123,13 @@ def _positions(QPOS, i, S_q, S_kv, HAS_QPOS: tl.constexpr):
 
 
 @triton.jit
-def _program_rows(S_q, G: tl.constexpr, BLOCK_M: tl.constexpr):
-    """This program's (batch, kv head) and block of stacked rows (see _stacked_rows) on the grid (row blocks, kv
-    heads, batch), the latest rows first: under causal they have the most keys, so the long blocks start early."""
-    pid_m = tl.num_programs(0) - 1 - tl.program_id(0)
-    hkv = tl.program_id(1)
-    b = tl.program_id(2).to(tl.int64)
+def _program_rows(pid0, pid1, pid2, grid0, S_q, G: tl.constexpr, BLOCK_M: tl.constexpr):
+    """The (batch, kv head) and block of stacked rows (see _stacked_rows) of tile (pid0, pid1, pid2) of the grid
+    (grid0 row blocks, kv heads, batch), the latest rows first: under causal they have the most keys, so the long
+    blocks start early."""
+    pid_m = grid0 - 1 - pid0
+    hkv = pid1
+    b = tl.cast(pid2, tl.int64)  # (an int in the interpreter's persistent loop)
     row_ok, i, h = _stacked_rows(pid_m * BLOCK_M, hkv, S_q, G, BLOCK_M)
     return b, hkv, row_ok, i, h
 
@@ -301,22 +302,43 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                 MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                DOT_PRECISION: tl.constexpr):
+                DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
     """OUT [B, HQ, S_q, D] and LSE [B, HQ, S_q] contiguous. One program: BLOCK_M stacked rows of one kv head."""
+    if PERSISTENT:  # one program per core, each taking every num_programs-th tile
+        grid0, grid1 = tl.cdiv(S_q * (HQ // HKV), BLOCK_M), HKV
+        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+            _fwd_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, OUT, LSE, QPOS,
+                       MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh,
+                       svs, smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND,
+                       HAS_SINKS, BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+    else:
+        _fwd_block(tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.num_programs(0), Q, K, V, OUT, LSE, QPOS,
+                   MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs,
+                   smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, HAS_SINKS,
+                   BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+
+
+@triton.jit
+def _fwd_block(pid0, pid1, pid2, grid0, Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv,
+               sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, smb, smh, sms, smk, srb, HQ: tl.constexpr,
+               HKV: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr,
+               HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
+               DOT_PRECISION: tl.constexpr):
     G: tl.constexpr = HQ // HKV
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
+    b, hkv, row_ok, i, h = _program_rows(pid0, pid1, pid2, grid0, S_q, G, BLOCK_M)
     qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
     if MASK_KIND >= 3:
         row_ok = tl.where(mine, row_ok, False)  # the other launch's rows: nothing loaded, nothing stored
 
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
-    k_base = b * skb + hkv.to(tl.int64) * skh
-    v_base = b * svb + hkv.to(tl.int64) * svh
+    k_base = b * skb + tl.cast(hkv, tl.int64) * skh
+    v_base = b * svb + tl.cast(hkv, tl.int64) * svh
     m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     if HAS_SINKS:  # the sink's logit starts the running max, its exp(0) = 1 the running sum
         m_i = tl.load(SINKS + h).to(tl.float32) * UNIT
@@ -382,15 +404,38 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
                    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                    MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                   DOT_PRECISION: tl.constexpr):
+                   DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
     """DQ [B, HQ, S_q, D] contiguous; writes DELTA (and RNORM with an additive mask, PSINK = p_sink * delta with
     sinks), [B, HQ, S_q] fp32, for the dK/dV kernel and the sink gradient. (sob..) are OUT's strides, (sdb..) DO's."""
+    if PERSISTENT:  # one program per core, each taking every num_programs-th tile
+        grid0, grid1 = tl.cdiv(S_q * (HQ // HKV), BLOCK_M), HKV
+        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+            _bwd_dq_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, OUT, DO, LSE,
+                          DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb,
+                          sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds, smb, smh, sms, smk, srb,
+                          HQ, HKV, D, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, HAS_SINKS, BLOCK_M, BLOCK_N,
+                          BLOCK_D, INTERPRET, DOT_PRECISION)
+    else:
+        _bwd_dq_block(tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.num_programs(0), Q, K, V, OUT, DO, LSE,
+                      DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb, sqh,
+                      sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds, smb, smh, sms, smk, srb, HQ, HKV,
+                      D, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, HAS_SINKS, BLOCK_M, BLOCK_N, BLOCK_D,
+                      INTERPRET, DOT_PRECISION)
+
+
+@triton.jit
+def _bwd_dq_block(pid0, pid1, pid2, grid0, Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS,
+                  scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb,
+                  sdh, sds, smb, smh, sms, smk, srb, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+                  CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
+                  MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, DOT_PRECISION: tl.constexpr):
     G: tl.constexpr = HQ // HKV
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    b, hkv, row_ok, i, h = _program_rows(S_q, G, BLOCK_M)
+    b, hkv, row_ok, i, h = _program_rows(pid0, pid1, pid2, grid0, S_q, G, BLOCK_M)
     qp = _positions(QPOS, i, S_q, S_kv, HAS_QPOS)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
     if MASK_KIND >= 3:
@@ -404,8 +449,8 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
     tl.store(DELTA + stat, delta, mask=row_ok)
     lse = tl.load(LSE + stat, mask=row_ok, other=0.0)
     lse_u = tl.where(lse == float("-inf"), 0.0, lse) * UNIT  # empty rows: every score is -inf, p = 0
-    k_base = b * skb + hkv.to(tl.int64) * skh
-    v_base = b * svb + hkv.to(tl.int64) * svh
+    k_base = b * skb + tl.cast(hkv, tl.int64) * skh
+    v_base = b * svb + tl.cast(hkv, tl.int64) * svh
     m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -512,20 +557,42 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                      HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr):
+                     DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
     """DK / DV [B, HKV, S_kv, D] contiguous. One program: one key tile of one kv head, all rows of its group."""
+    if PERSISTENT:  # one program per core, each taking every num_programs-th tile
+        grid0, grid1 = tl.cdiv(S_kv, BLOCK_N), HKV
+        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+            _bwd_dkdv_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, DO, LSE,
+                            DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs,
+                            skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL,
+                            HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET,
+                            DOT_PRECISION)
+    else:
+        _bwd_dkdv_block(tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.num_programs(0), Q, K, V, DO, LSE,
+                        DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, skb,
+                        skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL, HAS_WINDOW,
+                        HAS_SOFTCAP, HAS_QPOS, MASK_KIND, BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+
+
+@triton.jit
+def _bwd_dkdv_block(pid0, pid1, pid2, grid0, Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap,
+                    window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk,
+                    srb, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr,
+                    HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
+                    MASK_KIND: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                    INTERPRET: tl.constexpr, DOT_PRECISION: tl.constexpr):
     G: tl.constexpr = HQ // HKV
     scale = tl.cast(scale, tl.float32)
     softcap = tl.cast(softcap, tl.float32)
-    n0 = tl.program_id(0) * BLOCK_N
-    hkv = tl.program_id(1)
-    b = tl.program_id(2).to(tl.int64)
+    n0 = pid0 * BLOCK_N
+    hkv = pid1
+    b = tl.cast(pid2, tl.int64)  # (an int in the interpreter's persistent loop)
     kp = n0 + tl.arange(0, BLOCK_N)
     key_lo, key_hi, mine = _key_range(KRANGE, b, srb, S_kv, MASK_KIND)
     kv_ok = _key_ok(kp, key_lo, key_hi, MASK_KIND)  # keys outside a key mask's range: masked like keys past S_kv
     kpl = kp.to(tl.int64)
-    k = _load_rows(K, b * skb + hkv.to(tl.int64) * skh + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
-    v = _load_rows(V, b * svb + hkv.to(tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
+    k = _load_rows(K, b * skb + tl.cast(hkv, tl.int64) * skh + kpl * sks, kv_ok, D, BLOCK_D, INTERPRET)
+    v = _load_rows(V, b * svb + tl.cast(hkv, tl.int64) * svh + kpl * svs, kv_ok, D, BLOCK_D, INTERPRET)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     keys = _key_row(MASK, b * smb, n0, smk, key_hi, MASK_KIND, True, BLOCK_N)  # this program's key tile: once
@@ -677,10 +744,17 @@ def _ranges_arg(ranges, q):
     return ranges, ranges.stride(0)
 
 
+def _grid(q, tiles: tuple):
+    """The launch grid for (row or key blocks, kv heads, batch) tiles: that grid, or on a persistent device one
+    program per AI core, each looping over the tiles (the kernels' PERSISTENT)."""
+    caps = device_caps(q.device)
+    return (caps.programs(tiles[0] * tiles[1] * tiles[2], matrix=True),) if caps.persistent else tiles
+
+
 def _flags(q, causal, window, softcap, q_pos, kind, sinks, hq, hkv, d):
     return dict(HQ=hq, HKV=hkv, D=d, CAUSAL=bool(causal), HAS_WINDOW=window > 0, HAS_SOFTCAP=softcap > 0.0,
                 HAS_QPOS=q_pos is not None, MASK_KIND=kind, BLOCK_D=max(16, triton.next_power_of_2(d)),
-                INTERPRET=interpreting(),
+                INTERPRET=interpreting(), PERSISTENT=device_caps(q.device).persistent,
                 DOT_PRECISION=device_caps(q.device).dot_precision(exact=q.dtype == torch.float32 or interpreting()))
 
 
@@ -699,7 +773,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
     group = hq // hkv
     heavy = kind in (MASK_BOOL, MASK_ADD) or softcap > 0.0
     block_m, block_n, num_warps, num_stages = _config("fwd", s_q * group, d, q.dtype, heavy, config)
-    grid = (triton.cdiv(s_q * group, block_m), hkv, batch)  # 0 programs for empty inputs: nothing launches
+    grid = _grid(q, (triton.cdiv(s_q * group, block_m), hkv, batch))  # 0 programs for empty inputs: no launch
     m_strides = mask.stride() if mask is not None else (0, 0, 0, 0)
     ranges, srb = _ranges_arg(ranges, q)
     for launch_kind in _launches(kind):
@@ -708,7 +782,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
             sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *m_strides, srb,
             **_flags(q, causal, window, softcap, q_pos, launch_kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
-            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps, num_stages=num_stages)
+            BLOCK_M=block_m, BLOCK_N=block_n, B=batch, num_warps=num_warps, num_stages=num_stages)
     return out, lse
 
 
@@ -746,19 +820,19 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
     heavy = kind in (MASK_BOOL, MASK_ADD) or softcap > 0.0
     block_m, block_n, num_warps, num_stages = _config("dq", s_q * group, d, q.dtype, heavy, dq_config)
     for launch_kind in _launches(kind):
-        wrap_triton(_bwd_dq_kernel)[(triton.cdiv(s_q * group, block_m), hkv, batch)](
+        wrap_triton(_bwd_dq_kernel)[_grid(q, (triton.cdiv(s_q * group, block_m), hkv, batch))](
             q, k, v, out, grad_out, lse, delta, r_norm, p_sink, dq, q_pos_arg, mask_arg, ranges,
             sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv, *q.stride()[:3], *k.stride()[:3],
             *v.stride()[:3], *out.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
             **dict(flags, MASK_KIND=launch_kind), HAS_SINKS=sinks is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=num_warps, num_stages=num_stages)
+            B=batch, num_warps=num_warps, num_stages=num_stages)
 
     block_m, block_n, num_warps, num_stages = _config("dkdv", s_q * group, d, q.dtype, heavy, kv_config)
     for launch_kind in _launches(kind):
-        wrap_triton(_bwd_dkdv_kernel)[(triton.cdiv(s_kv, block_n), hkv, batch)](
+        wrap_triton(_bwd_dkdv_kernel)[_grid(q, (triton.cdiv(s_kv, block_n), hkv, batch))](
             q, k, v, grad_out, lse, delta, r_norm, dk, dv, q_pos_arg, mask_arg, ranges, scale, softcap, window, s_q,
             s_kv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
-            **dict(flags, MASK_KIND=launch_kind), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+            **dict(flags, MASK_KIND=launch_kind), BLOCK_M=block_m, BLOCK_N=block_n, B=batch, num_warps=num_warps,
             num_stages=num_stages)
 
     dsinks = (-p_sink.sum(dim=(0, 2))).to(sinks.dtype) if sinks is not None else None

@@ -89,22 +89,43 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
                   ROW_CHUNKS: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, SOFTCAP: tl.constexpr,
                   HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr, HAS_SINK: tl.constexpr, DIRECT: tl.constexpr,
                   DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                  INTERPRET: tl.constexpr):
+                  INTERPRET: tl.constexpr, B, PERSISTENT: tl.constexpr):
     """OUT / LSE / DEN: the fp32 workspaces [B, Hq, Sq, num_splits, D] for o, 2 x [B, Hq, Sq, num_splits] for the
     max (in the scores' units) and the denominator; or, DIRECT, the outputs [B, Hq, Sq, D] (q's dtype) and
     [B, Hq, Sq] (lse, fp32, natural log), DEN unused. MASK_KIND: 0 none, 1 bool (as uint8), 2 additive (scores in
     natural units, NATURAL). With SOFTCAP, qk_scale is unused: the score is cap_out * tanh(cap_in * q.k)."""
+    if PERSISTENT:  # one program per core, each taking every num_programs-th tile
+        grid0, grid1 = num_splits, (HQ // GROUP) * ROW_CHUNKS
+        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+            _split_tile(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, QPOS, MASK, SINKS,
+                        OUT, LSE, DEN, Skv, num_splits, qk_scale, cap_in, cap_out, window, sqb, sqh, sqs, skb, skh, skn,
+                        svb, svh, svn, smb, smh, sms, smn, HQ, SQ, GROUP, D, ROW_CHUNKS, CAUSAL, WINDOWED, SOFTCAP,
+                        HAS_QPOS, MASK_KIND, HAS_SINK, DIRECT, DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET)
+    else:
+        _split_tile(tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.num_programs(0), Q, K, V, QPOS, MASK,
+                    SINKS, OUT, LSE, DEN, Skv, num_splits, qk_scale, cap_in, cap_out, window, sqb, sqh, sqs, skb, skh,
+                    skn, svb, svh, svn, smb, smh, sms, smn, HQ, SQ, GROUP, D, ROW_CHUNKS, CAUSAL, WINDOWED, SOFTCAP,
+                    HAS_QPOS, MASK_KIND, HAS_SINK, DIRECT, DOT_PRECISION, BLOCK_M, BLOCK_N, BLOCK_D, INTERPRET)
+
+
+@triton.jit
+def _split_tile(pid0, pid1, pid2, grid0, Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN, Skv, num_splits, qk_scale, cap_in,
+                cap_out, window, sqb, sqh, sqs, skb, skh, skn, svb, svh, svn, smb, smh, sms, smn, HQ: tl.constexpr,
+                SQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, ROW_CHUNKS: tl.constexpr, CAUSAL: tl.constexpr,
+                WINDOWED: tl.constexpr, SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr,
+                HAS_SINK: tl.constexpr, DIRECT: tl.constexpr, DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+                BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     NATURAL: tl.constexpr = MASK_KIND == 2
     UNIT: tl.constexpr = 1.0 if NATURAL else _LOG2E
     qk_scale = tl.cast(qk_scale, tl.float32) * UNIT
     cap_in = tl.cast(cap_in, tl.float32)  # scale / softcap
     cap_out = tl.cast(cap_out, tl.float32) * UNIT  # softcap
-    split = tl.program_id(0)
-    kvh = tl.program_id(1) // ROW_CHUNKS
-    b = tl.program_id(2).to(tl.int64)
+    split = pid0
+    kvh = pid1 // ROW_CHUNKS
+    b = tl.cast(pid2, tl.int64)  # (an int in the interpreter's persistent loop)
 
     # The tile's rows: (group head g, query i), g-major, so q head h = kvh * GROUP + g.
-    rows = (tl.program_id(1) % ROW_CHUNKS) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rows = (pid1 % ROW_CHUNKS) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = rows < GROUP * SQ
     i = rows % SQ
     h = (kvh * GROUP + rows // SQ).to(tl.int64)
@@ -196,9 +217,24 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
 @triton.jit
 def _merge_kernel(O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits,
                   HQ: tl.constexpr, SQ: tl.constexpr, D: tl.constexpr, HAS_SINK: tl.constexpr, NATURAL: tl.constexpr,
-                  BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
-    """Merges the splits of BLOCK_R rows (flattened (b, h, i)) as 3-D tiles [BLOCK_R, BLOCK_S, BLOCK_D]."""
-    rows = tl.program_id(0).to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
+                  BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
+                  PERSISTENT: tl.constexpr):
+    """Merges the splits of BLOCK_R rows (flattened (b, h, i)) as 3-D tiles [BLOCK_R, BLOCK_S, BLOCK_D]: a block of
+    rows a program, or (PERSISTENT: one program per core) every num_programs-th block."""
+    if PERSISTENT:
+        for block in range(tl.program_id(0), tl.cdiv(R, BLOCK_R), tl.num_programs(0)):
+            _merge_rows(block, O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits, HQ, SQ, D, HAS_SINK, NATURAL,
+                        BLOCK_R, BLOCK_S, BLOCK_D, INTERPRET)
+    else:
+        _merge_rows(tl.program_id(0), O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits, HQ, SQ, D, HAS_SINK,
+                    NATURAL, BLOCK_R, BLOCK_S, BLOCK_D, INTERPRET)
+
+
+@triton.jit
+def _merge_rows(block, O_WS, M_WS, DEN_WS, SINKS, OUT, LSE, R, num_splits,
+                HQ: tl.constexpr, SQ: tl.constexpr, D: tl.constexpr, HAS_SINK: tl.constexpr, NATURAL: tl.constexpr,
+                BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+    rows = tl.cast(block, tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
     row_ok = rows < R
     s = tl.arange(0, BLOCK_S)
     d = tl.arange(0, BLOCK_D)
@@ -322,21 +358,24 @@ def attention_decode(q, k, v, scale, causal=True, window=0, softcap=0.0, q_pos=N
         o_dst = torch.empty((batch, hq, sq, num_splits, d), dtype=torch.float32, device=q.device)
         m_dst, den_dst = torch.empty((2, batch, hq, sq, num_splits), dtype=torch.float32, device=q.device).unbind(0)
 
-    wrap_triton(_split_kernel)[(num_splits, hkv * row_chunks, batch)](
+    caps = device_caps(q.device)
+    tiles = (num_splits, hkv * row_chunks, batch)
+    grid = (caps.programs(num_splits * hkv * row_chunks * batch, matrix=True),) if caps.persistent else tiles
+    wrap_triton(_split_kernel)[grid](
         q, k, v, qpos_arg, mask_arg, sinks_arg, o_dst, m_dst, den_dst,
         skv, num_splits, scale, scale / softcap if softcap > 0 else 0.0, softcap, window,
         q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), *mask_strides,
         HQ=hq, SQ=sq, GROUP=group, D=d, ROW_CHUNKS=row_chunks, CAUSAL=bool(causal), WINDOWED=window > 0,
         SOFTCAP=softcap > 0, HAS_QPOS=q_pos is not None, MASK_KIND=mask_kind, HAS_SINK=sinks is not None,
-        DIRECT=direct, DOT_PRECISION=device_caps(q.device).dot_precision(exact=q.dtype == torch.float32),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, INTERPRET=interpreting(),
-        num_warps=num_warps, num_stages=num_stages)
+        DIRECT=direct, DOT_PRECISION=caps.dot_precision(exact=q.dtype == torch.float32),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, INTERPRET=interpreting(), B=batch,
+        PERSISTENT=caps.persistent, num_warps=num_warps, num_stages=num_stages)
     if not direct:
         rows = batch * hq * sq
         block_r, block_s, block_d2, merge_warps = _merge_config(num_splits, d, hq * sq)
-        wrap_triton(_merge_kernel)[(triton.cdiv(rows, block_r),)](
+        wrap_triton(_merge_kernel)[(caps.programs(triton.cdiv(rows, block_r)),)](
             o_dst, m_dst, den_dst, sinks_arg, out, lse, rows, num_splits,
             HQ=hq, SQ=sq, D=d, HAS_SINK=sinks is not None, NATURAL=mask_kind == 2, BLOCK_R=block_r, BLOCK_S=block_s,
-            BLOCK_D=block_d2, INTERPRET=interpreting(), num_warps=merge_warps)
+            BLOCK_D=block_d2, INTERPRET=interpreting(), PERSISTENT=caps.persistent, num_warps=merge_warps)
     return out, lse

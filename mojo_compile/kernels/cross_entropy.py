@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import expf, interpreting, logf, round_to, wrap_triton, writes
+from .common import device_caps, expf, interpreting, logf, round_to, wrap_triton, writes
 
 
 @triton.jit
@@ -35,9 +35,20 @@ def _finite(m):
 
 @writes("LSE", "LOSS", ROW_SUM="SUM")
 @triton.jit
-def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.constexpr, SUM: tl.constexpr,
-                INTERPRET: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
+def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, N, V, stride_x, IGNORE, BLOCK_V: tl.constexpr, SUM: tl.constexpr,
+                INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
+    """One row a program, or (PERSISTENT: one program per core) every num_programs-th row."""
+    if PERSISTENT:
+        for row in range(tl.program_id(0), N, tl.num_programs(0)):
+            _fwd_row(row, X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V, SUM, INTERPRET)
+    else:
+        _fwd_row(tl.program_id(0), X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V, SUM, INTERPRET)
+
+
+@triton.jit
+def _fwd_row(row, X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.constexpr, SUM: tl.constexpr,
+             INTERPRET: tl.constexpr):
+    row = tl.cast(row, tl.int64)  # (an int in the interpreter's persistent loop)
     x_row = X + row * stride_x
     cols = tl.arange(0, BLOCK_V)
     m = tl.full([BLOCK_V], float("-inf"), tl.float32)
@@ -67,10 +78,25 @@ def _fwd_kernel(X, LABELS, LSE, LOSS, ROW_SUM, V, stride_x, IGNORE, BLOCK_V: tl.
 
 @writes("DX")
 @triton.jit
-def _bwd_kernel(X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx, BLOCK_V: tl.constexpr, UNIFORM: tl.constexpr,
-                INTERPRET: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    c = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
+def _bwd_kernel(X, LABELS, LSE, A, B, C, DX, N, V, stride_x, stride_dx, BLOCK_V: tl.constexpr,
+                UNIFORM: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
+    """A program per (row, column block), or (PERSISTENT: a 1-D grid of one program per core) every
+    num_programs-th of them, column blocks fastest."""
+    if PERSISTENT:
+        col_blocks = tl.cdiv(V, BLOCK_V)
+        for task in range(tl.program_id(0), N * col_blocks, tl.num_programs(0)):
+            _bwd_block(task // col_blocks, task % col_blocks, X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx,
+                       BLOCK_V, UNIFORM, INTERPRET)
+    else:
+        _bwd_block(tl.program_id(0), tl.program_id(1), X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx, BLOCK_V,
+                   UNIFORM, INTERPRET)
+
+
+@triton.jit
+def _bwd_block(row, col_block, X, LABELS, LSE, A, B, C, DX, V, stride_x, stride_dx, BLOCK_V: tl.constexpr,
+               UNIFORM: tl.constexpr, INTERPRET: tl.constexpr):
+    row = tl.cast(row, tl.int64)
+    c = col_block * BLOCK_V + tl.arange(0, BLOCK_V)
     mask = c < V
     x = tl.load(X + row * stride_x + c, mask=mask, other=0.0).to(tl.float32)
     lse = tl.load(LSE + row)
@@ -122,9 +148,11 @@ def cross_entropy_fwd(logits, labels, ignore_index: int, config=None, out=None, 
     if n == 0:  # n may be symbolic: dynamo specialises 0 and 1, so this adds no guard for n >= 2
         return row_loss, lse
     block, num_warps = config or _config(v)
-    wrap_triton(_fwd_kernel)[(n,)](x, labels, lse, row_loss, x if row_sum is None else row_sum, v, x.stride(0),
-                                   ignore_index, BLOCK_V=block, SUM=row_sum is not None, INTERPRET=interpreting(),
-                                   num_warps=num_warps)
+    caps = device_caps(x.device)
+    wrap_triton(_fwd_kernel)[(caps.programs(n),)](x, labels, lse, row_loss, x if row_sum is None else row_sum, n, v,
+                                                  x.stride(0), ignore_index, BLOCK_V=block, SUM=row_sum is not None,
+                                                  INTERPRET=interpreting(), PERSISTENT=caps.persistent,
+                                                  num_warps=num_warps)
     return row_loss, lse
 
 
@@ -144,8 +172,9 @@ def cross_entropy_bwd(logits, labels, lse, a, b, config=None, out=None, c=None):
     if n == 0:
         return dx
     block, num_warps = config or _config(v)
-    wrap_triton(_bwd_kernel)[(n, triton.cdiv(v, block))](x, labels, lse, a, b, a if c is None else c, dx, v,
-                                                         x.stride(0), dx.stride(0), BLOCK_V=block,
-                                                         UNIFORM=c is not None, INTERPRET=interpreting(),
-                                                         num_warps=num_warps)
+    caps = device_caps(x.device)
+    grid = (caps.programs(n * triton.cdiv(v, block)),) if caps.persistent else (n, triton.cdiv(v, block))
+    wrap_triton(_bwd_kernel)[grid](x, labels, lse, a, b, a if c is None else c, dx, n, v, x.stride(0), dx.stride(0),
+                                   BLOCK_V=block, UNIFORM=c is not None, INTERPRET=interpreting(),
+                                   PERSISTENT=caps.persistent, num_warps=num_warps)
     return dx

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .common import ACT_CODES, expf, interpreting, round_to, tanhf, wrap_triton, writes
+from .common import ACT_CODES, device_caps, expf, interpreting, round_to, tanhf, wrap_triton, writes
 
 # torch's constants as its kernels hold them, in fp32 (the literals below are exact fp32 values; module-level
 # constexpr floats misbehave in the interpreter):
@@ -71,34 +71,56 @@ def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, LAYOUT: tl.constexpr, WIDTH: tl.constexpr):
-    """This program's (rows, cols, mask); element offsets are rows * row_stride + cols. Flat layouts take one range
+def _num_tiles(M, N, numel, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, LAYOUT: tl.constexpr):
+    if LAYOUT == 0:
+        return tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    return tl.cdiv(numel, BLOCK_M * BLOCK_N)
+
+
+@triton.jit
+def _tile(task, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, M, N, numel, LAYOUT: tl.constexpr,
+          WIDTH: tl.constexpr):
+    """Tile `task`'s (rows, cols, mask); element offsets are rows * row_stride + cols. Flat layouts take one range
     of BLOCK_M * BLOCK_N elements of the row-major [M, N] (no masked tail per row):
       FLAT_CONTIGUOUS  every tensor is contiguous: rows = 0, cols = the flat index -- one add per address;
       FLAT_ROWS        strided rows (the halves of gate_up): row and column from the flat index by the compile-time
                        WIDTH = N (a multiply-shift, int32: numel < 2**31);
       TILES            2-D tiles of a 1-D grid, column blocks fastest (any size, any stride)."""
     if LAYOUT == 1:
-        i = tl.program_id(0).to(tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
+        # tl.cast: task is an int in the interpreter's persistent loop
+        i = tl.cast(task, tl.int64) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
         return 0, i, i < numel
     elif LAYOUT == 2:
-        i = tl.program_id(0) * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
+        i = task * (BLOCK_M * BLOCK_N) + tl.arange(0, BLOCK_M * BLOCK_N)
         rows = i // WIDTH
         return rows.to(tl.int64), i - rows * WIDTH, i < numel
     else:
         col_blocks = tl.cdiv(N, BLOCK_N)
-        pid = tl.program_id(0)
-        rows = ((pid // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-        cols = (pid % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = ((task // col_blocks) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        cols = (task % col_blocks) * BLOCK_N + tl.arange(0, BLOCK_N)
         return rows[:, None], cols[None, :], (rows < M)[:, None] & (cols < N)[None, :]
 
 
 # ----------------------------------------------------------------------------------------------------------- kernels
+# One tile a program, or (PERSISTENT: one program per core) every num_programs-th tile.
 @writes("Y")
 @triton.jit
 def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, LAYOUT: tl.constexpr,
-                WIDTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
+                WIDTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
+                PERSISTENT: tl.constexpr):
+    if PERSISTENT:
+        for task in range(tl.program_id(0), _num_tiles(M, N, numel, BLOCK_M, BLOCK_N, LAYOUT), tl.num_programs(0)):
+            _fwd_tile(task, G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT, LAYOUT, WIDTH, BLOCK_M,
+                      BLOCK_N, INTERPRET)
+    else:
+        _fwd_tile(tl.program_id(0), G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT, LAYOUT, WIDTH, BLOCK_M,
+                  BLOCK_N, INTERPRET)
+
+
+@triton.jit
+def _fwd_tile(task, G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.constexpr, LAYOUT: tl.constexpr,
+              WIDTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows, cols, mask = _tile(task, BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = Y.dtype.element_ty
@@ -110,11 +132,24 @@ def _fwd_kernel(G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.cons
 @triton.jit
 def _bwd_kernel(DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF, DU_OFF,
                 ACT: tl.constexpr, FUSED: tl.constexpr, LAYOUT: tl.constexpr, WIDTH: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
     """FUSED: both gradients go into DG, the [M, 2I] gradient of gate_up, at column offsets DG_OFF and DU_OFF (DU is
     not written). One output tensor, not two views of it: a traced launch that writes views of one tensor gets
     them cloned and scattered back by functionalization."""
-    rows, cols, mask = _tile(BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
+    if PERSISTENT:
+        for task in range(tl.program_id(0), _num_tiles(M, N, numel, BLOCK_M, BLOCK_N, LAYOUT), tl.num_programs(0)):
+            _bwd_tile(task, DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du,
+                      DG_OFF, DU_OFF, ACT, FUSED, LAYOUT, WIDTH, BLOCK_M, BLOCK_N, INTERPRET)
+    else:
+        _bwd_tile(tl.program_id(0), DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg,
+                  stride_du, DG_OFF, DU_OFF, ACT, FUSED, LAYOUT, WIDTH, BLOCK_M, BLOCK_N, INTERPRET)
+
+
+@triton.jit
+def _bwd_tile(task, DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u, stride_dg, stride_du, DG_OFF,
+              DU_OFF, ACT: tl.constexpr, FUSED: tl.constexpr, LAYOUT: tl.constexpr, WIDTH: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows, cols, mask = _tile(task, BLOCK_M, BLOCK_N, M, N, numel, LAYOUT, WIDTH)
     dy = tl.load(DY + rows * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
@@ -182,11 +217,13 @@ def _layout(m, n, *ts) -> int:
 def _launch(kernel, m, n, tensors, strides, config, **flags):
     block_m, block_n, num_warps = config or _config(n)
     layout = _layout(m, n, *tensors)
-    grid = (triton.cdiv(m * n, block_m * block_n) if layout != TILES
-            else triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
-    wrap_triton(kernel)[grid](*tensors, m, n, m * n, *strides, **flags, LAYOUT=layout,
-                              WIDTH=n if layout == FLAT_ROWS else 0, BLOCK_M=block_m, BLOCK_N=block_n,
-                              INTERPRET=interpreting(), num_warps=num_warps)
+    tiles = (triton.cdiv(m * n, block_m * block_n) if layout != TILES
+             else triton.cdiv(m, block_m) * triton.cdiv(n, block_n))
+    caps = device_caps(tensors[0].device)
+    wrap_triton(kernel)[(caps.programs(tiles),)](*tensors, m, n, m * n, *strides, **flags, LAYOUT=layout,
+                                                 WIDTH=n if layout == FLAT_ROWS else 0, BLOCK_M=block_m,
+                                                 BLOCK_N=block_n, INTERPRET=interpreting(),
+                                                 PERSISTENT=caps.persistent, num_warps=num_warps)
 
 
 def _launch_fwd(g, u, y, act, config):

@@ -31,9 +31,23 @@ MAX_FUSED_N = 16384  # longest row kept in registers
 @writes("Y", "MEAN", "RSTD", SUM="HAS_RES")
 @triton.jit
 def _fwd_kernel(X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
-                HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
+                PERSISTENT: tl.constexpr):
+    """One block of BLOCK_M rows a program, or (PERSISTENT: one program per core) every num_programs-th block."""
     eps = tl.cast(eps, tl.float32)
-    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    if PERSISTENT:
+        for block in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
+            _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M, BLOCK_N,
+                      INTERPRET)
+    else:
+        _fwd_rows(tl.program_id(0), X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M,
+                  BLOCK_N, INTERPRET)
+
+
+@triton.jit
+def _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
+              HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+    rows = (block * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < M
     col_ok = cols < N
@@ -134,11 +148,12 @@ def _fwd(x, residual, weight, bias, eps, config):
         if config is not None:
             block_m, num_warps = config
         y = y_out.view(m, n)
-        wrap_triton(_fwd_kernel)[(triton.cdiv(m, block_m),)](
+        caps = device_caps(x.device)
+        wrap_triton(_fwd_kernel)[(caps.programs(triton.cdiv(m, block_m)),)](
             x2, r2 if r2 is not None else x2, weight if weight is not None else x2, bias if bias is not None else x2,
             y, sum_out.view(m, n) if sum_out is not None else y, mean_out.view(m), rstd_out.view(m), m, n, eps,
             HAS_RES=residual is not None, HAS_W=weight is not None, HAS_B=bias is not None, BLOCK_M=block_m,
-            BLOCK_N=block_n, INTERPRET=interpreting(), num_warps=num_warps)
+            BLOCK_N=block_n, INTERPRET=interpreting(), PERSISTENT=caps.persistent, num_warps=num_warps)
     return y_out, sum_out, mean_out, rstd_out
 
 
@@ -174,7 +189,9 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     per_sm = min(4, max(1, 4096 // block_n))
     if config is not None:
         block_m, num_warps, per_sm = config
-    sms = device_caps(x.device).vector_cores
+    caps = device_caps(x.device)
+    sms = caps.vector_cores
+    per_sm = 1 if caps.persistent else per_sm  # a persistent device: one program per core
     num_programs = torch.sym_min(per_sm * sms, triton.cdiv(m, block_m))  # m may be symbolic: no guard
     rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
     num_programs = triton.cdiv(m, rows_per_program)

@@ -52,10 +52,25 @@ def _load_input(X, R, S, offs, mask, HAS_RES: tl.constexpr, STORE_SUM: tl.conste
 @triton.jit
 def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, EVICT: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, EVICT: tl.constexpr,
+                     PERSISTENT: tl.constexpr):
+    """One block of BLOCK_M rows a program, or (PERSISTENT: one program per core) every num_programs-th block."""
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
-    rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    if PERSISTENT:
+        for block in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
+            _fwd_rows(block, X, R, W, Y, S, RSTD, M, N, eps, weight_offset, HAS_RES, HAS_W, CAST, BLOCK_M, BLOCK_N,
+                      INTERPRET, EVICT)
+    else:
+        _fwd_rows(tl.program_id(0), X, R, W, Y, S, RSTD, M, N, eps, weight_offset, HAS_RES, HAS_W, CAST, BLOCK_M,
+                  BLOCK_N, INTERPRET, EVICT)
+
+
+@triton.jit
+def _fwd_rows(block, X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
+              HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, EVICT: tl.constexpr):
+    rows = (block * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     row_ok = rows < M
     col_ok = cols < N
@@ -71,12 +86,25 @@ def _fwd_rows_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
 
 @writes("Y", "RSTD", S="HAS_RES")
 @triton.jit
-def _fwd_loop_kernel(X, R, W, Y, S, RSTD, N, eps, weight_offset,
+def _fwd_loop_kernel(X, R, W, Y, S, RSTD, M, N, eps, weight_offset,
                      HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr, BLOCK_N: tl.constexpr,
-                     INTERPRET: tl.constexpr):
+                     INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
+    """One row a program, or (PERSISTENT) every num_programs-th row."""
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
-    row = tl.program_id(0).to(tl.int64)
+    if PERSISTENT:
+        for row in range(tl.program_id(0), M, tl.num_programs(0)):
+            _fwd_loop_row(row, X, R, W, Y, S, RSTD, N, eps, weight_offset, HAS_RES, HAS_W, CAST, BLOCK_N, INTERPRET)
+    else:
+        _fwd_loop_row(tl.program_id(0), X, R, W, Y, S, RSTD, N, eps, weight_offset, HAS_RES, HAS_W, CAST, BLOCK_N,
+                      INTERPRET)
+
+
+@triton.jit
+def _fwd_loop_row(row, X, R, W, Y, S, RSTD, N, eps, weight_offset,
+                  HAS_RES: tl.constexpr, HAS_W: tl.constexpr, CAST: tl.constexpr, BLOCK_N: tl.constexpr,
+                  INTERPRET: tl.constexpr):
+    row = tl.cast(row, tl.int64)  # (an int in the interpreter's persistent loop)
     acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     for start in range(0, N, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
@@ -197,10 +225,6 @@ def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int
     return block_m, block_n, num_warps, False
 
 
-def _num_programs(x: torch.Tensor) -> int:
-    return 4 * device_caps(x.device).vector_cores
-
-
 def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, config=None):
     """Returns (y, sum or None, rstd) shaped like x, x and x.shape[:-1]. `config` = (BLOCK_M, num_warps[, EVICT])
     or ("loop", BLOCK_N, num_warps) overrides the heuristic (benchmarks/tune_norms.py)."""
@@ -216,7 +240,7 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
     y, rstd = y_out.view(m, n), rstd_out.view(m)
     total = total_out.view(m, n) if total_out is not None else None
     if m > 0 and n > 0:
-        block_m, block_n, num_warps, evict = _fwd_config(n, residual is not None, m, _num_programs(x) // 4)
+        block_m, block_n, num_warps, evict = _fwd_config(n, residual is not None, m, device_caps(x.device).vector_cores)
         if config is not None and config[0] == "loop":  # ("loop", BLOCK_N, num_warps): the two-pass kernel
             block_n, num_warps = config[1], config[2]
         elif config is not None and block_n >= n:
@@ -225,13 +249,15 @@ def rms_norm_fwd(x, residual, weight, eps, weight_offset, cast, out_dtype, confi
                 total if total is not None else y, rstd)
         flags = dict(HAS_RES=residual is not None, HAS_W=weight is not None, CAST=CAST_CODES[cast],
                      INTERPRET=interpreting())
+        caps = device_caps(x.device)
         if block_n >= n:
-            wrap_triton(_fwd_rows_kernel)[(triton.cdiv(m, block_m),)](
+            wrap_triton(_fwd_rows_kernel)[(caps.programs(triton.cdiv(m, block_m)),)](
                 *args, m, n, eps, weight_offset, **flags, BLOCK_M=block_m, BLOCK_N=block_n, EVICT=evict,
-                num_warps=num_warps)
+                PERSISTENT=caps.persistent, num_warps=num_warps)
         else:
-            wrap_triton(_fwd_loop_kernel)[(m,)](*args, n, eps, weight_offset, **flags, BLOCK_N=block_n,
-                                                num_warps=num_warps)
+            wrap_triton(_fwd_loop_kernel)[(caps.programs(m),)](*args, m, n, eps, weight_offset, **flags,
+                                                               BLOCK_N=block_n, PERSISTENT=caps.persistent,
+                                                               num_warps=num_warps)
     return y_out, total_out, rstd_out
 
 
@@ -253,10 +279,10 @@ def rms_norm_bwd(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, we
     block_m = 1 if loop else min(32, max(1, (16384 if block_n >= 4096 else 8192) // block_n))
     num_warps = min(16, max(4, block_n // 512))
     per_sm = min(4, max(1, 4096 // block_n))
-    max_programs = _num_programs(x) // 4 * per_sm
     if config is not None and not loop:
         block_m, num_warps, per_sm = config
-        max_programs = _num_programs(x) // 4 * per_sm
+    caps = device_caps(x.device)
+    max_programs = caps.vector_cores * (1 if caps.persistent else per_sm)  # persistent: one program per core
     num_programs = torch.sym_min(max_programs, triton.cdiv(m, block_m))  # m may be symbolic: no guard
     rows_per_program = triton.cdiv(triton.cdiv(m, num_programs), block_m) * block_m
     num_programs = triton.cdiv(m, rows_per_program)

@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CAST_CODES, interpreting, normalise, round_to, wrap_triton, writes
+from .common import CAST_CODES, device_caps, interpreting, normalise, round_to, wrap_triton, writes
 
 __all__ = ["qk_norm_rope_bwd", "qk_norm_rope_fwd", "rope_bwd", "rope_fwd"]
 
@@ -171,11 +171,30 @@ def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
                  HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr,
                  INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
                  HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                 BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                 BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
     """Forward: y = rot(x). BACKWARD: the transpose, dx[d] = dy[d]*c[j] - sign*dy[partner]*s[jp] (fp32, one rounding).
     (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. HALVES: see _half_columns
     (BLOCK_D is then the half's block)."""
-    _, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
+    if PERSISTENT:  # one program per core, each taking every num_programs-th token block
+        for block in range(tl.program_id(0), tl.cdiv(T, BLOCK_T), tl.num_programs(0)):
+            _rope_block(block, Q, K, QO, KO, C, SN, T, S, sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb,
+                        sps, sph, scb, scs, scd, ssb, sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED, BACKWARD,
+                        COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, INTERPRET)
+    else:
+        _rope_block(tl.program_id(0), Q, K, QO, KO, C, SN, T, S, sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos,
+                    soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED,
+                    BACKWARD, COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, INTERPRET)
+
+
+@triton.jit
+def _rope_block(block, Q, K, QO, KO, C, SN, T, S,
+                sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
+                scb, scs, scd, ssb, sss, ssd,
+                HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr,
+                INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
+                HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+    _, tok_ok, b, s_idx = _tokens(block * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
         j, in_half = _half_columns(R, BLOCK_D)
         c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
@@ -292,11 +311,36 @@ def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight
                           CAST: tl.constexpr, Q_NORM_FP32: tl.constexpr, K_NORM_FP32: tl.constexpr,
                           Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
                           BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                          BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                          BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
     """HALVES: see _half_columns (BLOCK_D is then the half's block)."""
+    if PERSISTENT:  # one program per core, each taking every num_programs-th token block
+        for block in range(tl.program_id(0), tl.cdiv(T, BLOCK_T), tl.num_programs(0)):
+            _norm_rope_fwd_block(block, Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset, sqb, sqs, sqh,
+                                 sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd,
+                                 HQ, HK, D, R, ROT_START, INTERLEAVED, TOGETHER, CAST, Q_NORM_FP32, K_NORM_FP32,
+                                 Q_COMPUTE_FP32, K_COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D,
+                                 INTERPRET)
+    else:
+        _norm_rope_fwd_block(tl.program_id(0), Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset, sqb,
+                             sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb,
+                             sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED, TOGETHER, CAST, Q_NORM_FP32,
+                             K_NORM_FP32, Q_COMPUTE_FP32, K_COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK,
+                             BLOCK_D, INTERPRET)
+
+
+@triton.jit
+def _norm_rope_fwd_block(block, Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset,
+                         sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph,
+                         scb, scs, scd, ssb, sss, ssd,
+                         HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
+                         ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
+                         CAST: tl.constexpr, Q_NORM_FP32: tl.constexpr, K_NORM_FP32: tl.constexpr,
+                         Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
+                         BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                         BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
-    tok, tok_ok, b, s_idx = _tokens(tl.program_id(0) * BLOCK_T, T, S, BLOCK_T)
+    tok, tok_ok, b, s_idx = _tokens(block * BLOCK_T, T, S, BLOCK_T)
     if HALVES:
         j, in_half = _half_columns(R, BLOCK_D)
         c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
@@ -475,13 +519,14 @@ def _rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, out_dty
     block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, False, config)
     halves = _use_halves(d, rotary_dim, interleaved, config)
     tokens = batch * seq
-    wrap_triton(_rope_kernel)[(triton.cdiv(tokens, block_t),)](
+    caps = device_caps(q.device)
+    wrap_triton(_rope_kernel)[(caps.programs(triton.cdiv(tokens, block_t)),)](
         q4, k4, qo4, ko4, c3, s3, tokens, seq, *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3],
         *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
         BACKWARD=backward, COMPUTE_FP32=compute_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
         BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
-        num_warps=num_warps, enable_fp_fusion=False)
+        PERSISTENT=caps.persistent, num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out
 
 
@@ -546,14 +591,15 @@ def qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, 
     block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, norm_heads_together, config)
     halves = _use_halves(d, rotary_dim, interleaved, config)
     tokens = batch * seq
-    wrap_triton(_norm_rope_fwd_kernel)[(triton.cdiv(tokens, block_t),)](
+    caps = device_caps(q.device)
+    wrap_triton(_norm_rope_fwd_kernel)[(caps.programs(triton.cdiv(tokens, block_t)),)](
         q4, k4, qo4, ko4, q_weight, k_weight, rstd_q, rstd_k, c3, s3, tokens, seq, eps, weight_offset,
         *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3], *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
         TOGETHER=norm_heads_together, CAST=CAST_CODES[cast], Q_NORM_FP32=nq != q.dtype, K_NORM_FP32=nk != k.dtype,
         Q_COMPUTE_FP32=q_fp32, K_COMPUTE_FP32=k_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
         BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
-        num_warps=num_warps, enable_fp_fusion=False)
+        PERSISTENT=caps.persistent, num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out, rstd_q, rstd_k
 
 
@@ -577,8 +623,11 @@ def qk_norm_rope_bwd(grad_q_out, grad_k_out, q, k, q_weight, k_weight, q_rstd, k
                                                               config[:3] if config is not None else None, 2048)
     # Several token blocks per program on a GPU, so there are few weight-grad partials; one in the interpreter.
     steps = config[3] if config is not None else (1 if interpreting() else 16)
-    tokens_per_program = block_t * steps
     tokens = batch * seq
+    caps = device_caps(q.device)
+    if caps.persistent:  # at most one program per core
+        steps = torch.sym_max(steps, triton.cdiv(triton.cdiv(tokens, block_t), caps.vector_cores))
+    tokens_per_program = block_t * steps
     programs = triton.cdiv(tokens, tokens_per_program)
     dwq = torch.empty((programs, q_weight.shape[0]), dtype=torch.float32, device=q.device)
     dwk = torch.empty((programs, k_weight.shape[0]), dtype=torch.float32, device=k.device)

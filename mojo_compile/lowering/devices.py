@@ -36,7 +36,7 @@ class DeviceCaps:
         one per core (each program then loops over tasks with a stride of the program count)."""
         if not self.persistent:
             return tasks
-        return max(1, min(tasks, self.matrix_cores if matrix else self.vector_cores))
+        return torch.sym_max(1, torch.sym_min(tasks, self.matrix_cores if matrix else self.vector_cores))
 
     def dot_precision(self, exact: bool) -> str:
         """tl.dot's input_precision: "ieee" where fp32 must not be rounded, else the device's fast default
