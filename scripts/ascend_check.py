@@ -28,19 +28,18 @@ import contextlib
 import dataclasses
 import hashlib
 import io
-import itertools
 import json
 import os
 import re
 import sys
 import tempfile
 import time
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Optional
 
 MAX_GRID_PROGRAMS = 65535  # triton-ascend's runtime/jit.py: "grid should be less than 65536!"
 NPU_TARGET_ARCH = "Ascend910B3"
 # Ascend910B3 (A2): 20 AI cores (cube + 2 vector each), 40 vector cores; what get_device_properties reports there.
-NUM_AICORE, NUM_VECTORCORE = 20, 40
+NUM_AICORE, NUM_VECTORCORE = 20, 40  # as lowering/devices.py's DEVICES["Ascend910B3"], which the launchers plan for
 
 
 # ------------------------------------------------------------------------------------------------ pure checks
@@ -53,11 +52,14 @@ def grid_programs(grid) -> int:
     return count
 
 
-def grid_problem(grid) -> Optional[str]:
-    """Why triton-ascend refuses this grid, or None."""
+def grid_problem(grid, cores: Optional[int] = None) -> Optional[str]:
+    """Why triton-ascend refuses this grid, or why it is not one program per core (`cores`: the vector or AI cores
+    the kernel runs on; the grid maps to physical cores, so more programs than cores run in waves), or None."""
     programs = grid_programs(grid)
     if programs > MAX_GRID_PROGRAMS:
         return f"grid {tuple(grid)} = {programs} programs > {MAX_GRID_PROGRAMS}"
+    if cores is not None and programs > cores:
+        return f"grid {tuple(grid)} = {programs} programs > {cores} cores (not persistent)"
     return None
 
 
@@ -141,6 +143,27 @@ def discrete_accesses(ir: str) -> list[str]:
     return found
 
 
+GATHER_MARK = "# gather"  # on a kernel's source line: a scalarised access there is what the kernel means
+
+
+def marked_gather(access: str, source_line: Callable[[str, int], str]) -> bool:
+    """Whether a discrete_accesses entry ("load@attention.py:452 via attention.py:419") sits on a source line that
+    the kernel marks as a gather (a few values a tile, by computed index, meant to be read one by one)."""
+    _, _, where = access.partition("@")
+    name, _, line = where.split(" ")[0].partition(":")
+    return bool(name and line.isdigit() and GATHER_MARK in source_line(name, int(line)))
+
+
+def kernel_source_line(name: str, line: int) -> str:
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mojo_compile", "kernels", name)
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    return lines[line - 1] if 0 < line <= len(lines) else ""
+
+
 def _describe(kind: str, loc: Optional[str]) -> str:
     name = {"memref.load": "load", "memref.store": "store", "tensor.extract": "extract"}.get(kind, kind)
     return f"{name}@{loc}" if loc else name
@@ -218,6 +241,7 @@ class Result:
     worst_grid_case: Optional[str] = None
     grid_error: Optional[str] = None
     discrete: list = dataclasses.field(default_factory=list)
+    gathers: list = dataclasses.field(default_factory=list)  # scalarised accesses on lines marked GATHER_MARK
     mix_mode: Optional[str] = None
     tool_crashes: int = 0  # triton-adapter-opt crashes that a retry got past
     ir_file: Optional[str] = None
@@ -241,7 +265,8 @@ class Result:
         if self.ok:
             mode = f" {self.mix_mode}" if self.mix_mode else ""
             crashes = f" (triton-adapter-opt crashed {self.tool_crashes}x, then compiled)" if self.tool_crashes else ""
-            return f"{head}{mode}, max grid {grid_programs(self.worst_grid or (0,))}{crashes}"
+            gathers = f", marked gathers: {summarise_accesses(self.gathers)}" if self.gathers else ""
+            return f"{head}{mode}, max grid {grid_programs(self.worst_grid or (0,))}{gathers}{crashes}"
         return f"{head}: " + "; ".join(self.reasons())
 
 
@@ -373,146 +398,6 @@ def install_stub_driver():
     triton.runtime.driver.set_active(StubNPUDriver())
 
 
-# ------------------------------------------------------------------------------------------------------ cases
-@dataclasses.dataclass(frozen=True)
-class Model:
-    name: str
-    hidden: int
-    intermediate: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    qk_norm: bool = False
-
-
-MODELS = (
-    Model("llama3-8b", 4096, 14336, 32, 8, 128, 128256),
-    Model("qwen3-8b", 4096, 12288, 32, 8, 128, 151936, qk_norm=True),
-    Model("qwen2-0.5b", 896, 4864, 14, 2, 64, 151936),
-)
-TOKENS = (1, 17, 4096)
-
-
-def _cases(torch) -> Iterator[tuple[str, Callable[[], object]]]:
-    """(case name, a call of one launcher) for every launcher over the model shapes. Tensors are on the meta device:
-    the launchers allocate their outputs there too, so a 4096-token vocabulary-wide case costs nothing."""
-    from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, layer_norm, rms_norm,
-                                      rope)
-    bf16, fp32 = torch.bfloat16, torch.float32
-    dtypes = (bf16, fp32)
-
-    def t(*shape, dtype=bf16):
-        return torch.empty(*shape, dtype=dtype, device="meta")
-
-    for m, tokens, dtype in itertools.product(MODELS, TOKENS, dtypes):
-        n, tag = m.hidden, f"{m.name} T={tokens} {str(dtype)[6:]}"
-        for residual, cast in ((False, "normed"), (True, "normed"), (True, "output"), (False, "rstd")):
-            yield (f"rms_norm_fwd {tag} res={residual} {cast}",
-                   lambda x=t(tokens, n, dtype=dtype), r=residual, c=cast: rms_norm.rms_norm_fwd(
-                       x, t(tokens, n, dtype=dtype) if r else None, t(n, dtype=dtype), 1e-6, 0.0, c, x.dtype))
-        for dres in (False, True):
-            yield (f"rms_norm_bwd {tag} dres={dres}",
-                   lambda d=dres: rms_norm.rms_norm_bwd(t(tokens, n, dtype=dtype), t(tokens, n, dtype=dtype),
-                                                        t(n, dtype=dtype), t(tokens, dtype=fp32),
-                                                        t(tokens, n, dtype=dtype) if d else None, 0.0, "normed",
-                                                        True))
-        yield (f"layer_norm_fwd {tag}", lambda: layer_norm.layer_norm_fwd(
-            t(tokens, n, dtype=dtype), t(n, dtype=dtype), t(n, dtype=dtype), 1e-5))
-        yield (f"add_layer_norm_fwd {tag}", lambda: layer_norm.add_layer_norm_fwd(
-            t(tokens, n, dtype=dtype), t(tokens, n, dtype=dtype), t(n, dtype=dtype), None, 1e-5))
-        for dres in (False, True):
-            yield (f"layer_norm_bwd {tag} dres={dres}", lambda d=dres: layer_norm.layer_norm_bwd(
-                t(tokens, n, dtype=dtype), t(tokens, n, dtype=dtype), t(n, dtype=dtype), t(tokens, dtype=fp32),
-                t(tokens, dtype=fp32), True, True, grad_residual=t(tokens, n, dtype=dtype) if d else None))
-
-        inter = m.intermediate
-        for act in ("silu", "gelu_tanh", "gelu"):
-            yield (f"gated_act_fwd {tag} {act}", lambda a=act: gated_act.gated_act_fwd(
-                t(tokens, inter, dtype=dtype), t(tokens, inter, dtype=dtype), a))
-            yield (f"gated_act_bwd {tag} {act}", lambda a=act: gated_act.gated_act_bwd(
-                t(tokens, inter, dtype=dtype), t(tokens, inter, dtype=dtype), t(tokens, inter, dtype=dtype), a))
-            yield (f"gated_act_fused_fwd {tag} {act}", lambda a=act: gated_act.gated_act_fused_fwd(
-                t(tokens, 2 * inter, dtype=dtype), a, True))
-            yield (f"gated_act_fused_bwd {tag} {act}", lambda a=act: gated_act.gated_act_fused_bwd(
-                t(tokens, inter, dtype=dtype), t(tokens, 2 * inter, dtype=dtype), a, True))
-
-        yield from _rope_cases(torch, rope, m, tokens, dtype, tag, t)
-        yield from _attention_cases(torch, attention, attention_decode, m, tokens, dtype, tag, t)
-
-        if m.name != "qwen3-8b":  # same vocabulary as qwen2
-            v = m.vocab
-            labels = t(tokens, dtype=torch.int64)
-            yield (f"cross_entropy_fwd {tag}", lambda: cross_entropy.cross_entropy_fwd(t(tokens, v, dtype=dtype),
-                                                                                       labels, -100))
-            yield (f"cross_entropy_fwd {tag} smoothing", lambda: cross_entropy.cross_entropy_fwd(
-                t(tokens, v, dtype=dtype), labels, -100, row_sum=t(tokens, dtype=fp32)))
-            yield (f"cross_entropy_bwd {tag}", lambda: cross_entropy.cross_entropy_bwd(
-                t(tokens, v, dtype=dtype), labels, t(tokens, dtype=fp32), t(tokens, dtype=fp32),
-                t(tokens, dtype=fp32)))
-            yield (f"cross_entropy_bwd {tag} smoothing", lambda: cross_entropy.cross_entropy_bwd(
-                t(tokens, v, dtype=dtype), labels, t(tokens, dtype=fp32), t(tokens, dtype=fp32),
-                t(tokens, dtype=fp32), c=t(tokens, dtype=fp32)))
-
-
-def _rope_cases(torch, rope, m: Model, tokens: int, dtype, tag: str, t) -> Iterator[tuple[str, Callable]]:
-    """Rotate-half over the whole head (HF Llama / Qwen), interleaved (GPT-J), partial rotary (half the head, as
-    GLM / Phi); [B, S, H, D] as HF projects it (seq_dim 1) with fp32 cos/sin of [1, S, R]; QK-norm per head (Qwen3)
-    and over all heads of a token (OLMo2)."""
-    fp32 = torch.float32
-    d = m.head_dim
-    shape_q, shape_k = (1, tokens, m.heads, d), (1, tokens, m.kv_heads, d)
-    variants = (("rotate-half", d, False), ("interleaved", d, True), ("partial", d // 2, False))
-    for name, rot, interleaved in variants:
-        cos, sin = t(1, tokens, rot, dtype=fp32), t(1, tokens, rot, dtype=fp32)
-        yield (f"rope_fwd {tag} {name}", lambda r=rot, i=interleaved, c=cos, s=sin: rope.rope_fwd(
-            t(*shape_q, dtype=dtype), t(*shape_k, dtype=dtype), c, s, r, i, 1, out_dtype=dtype))
-        yield (f"rope_bwd {tag} {name}", lambda r=rot, i=interleaved, c=cos, s=sin: rope.rope_bwd(
-            t(*shape_q, dtype=dtype), t(*shape_k, dtype=dtype), c, s, r, i, 1, dtype=dtype))
-        if not (m.qk_norm or name != "rotate-half"):
-            continue
-        for together in ((False, True) if m.qk_norm else (True,)):
-            widths = (m.heads * d, m.kv_heads * d) if together else (d, d)
-            rstd_q = t(1, tokens, dtype=fp32) if together else t(1, tokens, m.heads, dtype=fp32)
-            rstd_k = t(1, tokens, dtype=fp32) if together else t(1, tokens, m.kv_heads, dtype=fp32)
-            yield (f"qk_norm_rope_fwd {tag} {name} together={together}",
-                   lambda r=rot, i=interleaved, c=cos, s=sin, g=together, w=widths: rope.qk_norm_rope_fwd(
-                       t(*shape_q, dtype=dtype), t(*shape_k, dtype=dtype), t(w[0], dtype=dtype),
-                       t(w[1], dtype=dtype), 1e-6, "normed", c, s, r, i, 1, g, out_dtype=dtype))
-            yield (f"qk_norm_rope_bwd {tag} {name} together={together}",
-                   lambda r=rot, i=interleaved, c=cos, s=sin, g=together, w=widths, rq=rstd_q, rk=rstd_k:
-                   rope.qk_norm_rope_bwd(
-                       t(*shape_q, dtype=dtype), t(*shape_k, dtype=dtype), t(*shape_q, dtype=dtype),
-                       t(*shape_k, dtype=dtype), t(w[0], dtype=dtype), t(w[1], dtype=dtype), rq, rk, "normed", c,
-                       s, r, i, 1, g))
-
-
-def _attention_cases(torch, attention, attention_decode, m: Model, tokens: int, dtype, tag: str, t):
-    """Prefill (causal; sliding window; softcap; a key-padding mask) forward and backward, over a context of the
-    tokens themselves; decode: one query against a 4096-key cache (tokens = the batch), plain / windowed /
-    softcapped, with the launcher's default split count and with one split."""
-    hq, hkv, d = m.heads, m.kv_heads, m.head_dim
-    if tokens > 1:
-        q, k, v = t(1, hq, tokens, d, dtype=dtype), t(1, hkv, tokens, d, dtype=dtype), t(1, hkv, tokens, d,
-                                                                                         dtype=dtype)
-        keys = torch.empty(1, 1, 1, tokens, dtype=torch.bool, device="meta")
-        for name, kwargs in (("causal", dict(causal=True)), ("window", dict(causal=True, window=256)),
-                             ("softcap", dict(causal=True, softcap=50.0)), ("padding", dict(mask=keys))):
-            yield (f"attention_fwd {tag} {name}", lambda kw=kwargs: attention.attention_fwd(q, k, v, d ** -0.5,
-                                                                                            **kw))
-            yield (f"attention_bwd {tag} {name}", lambda kw=kwargs: attention.attention_bwd(
-                t(1, hq, tokens, d, dtype=dtype), q, k, v, t(1, hq, tokens, d, dtype=dtype),
-                t(1, hq, tokens, dtype=torch.float32), d ** -0.5, **kw))
-    cache = 4096
-    qd = t(tokens, hq, 1, d, dtype=dtype)
-    kd, vd = t(tokens, hkv, cache, d, dtype=dtype), t(tokens, hkv, cache, d, dtype=dtype)
-    for name, kwargs in (("causal", dict()), ("window", dict(window=256)), ("softcap", dict(softcap=50.0))):
-        for splits in (None, 1):
-            yield (f"attention_decode {tag} {name} splits={splits or 'default'}",
-                   lambda kw=kwargs, s=splits: attention_decode.attention_decode(qd, kd, vd, d ** -0.5,
-                                                                                 num_splits=s, **kw))
-
-
 # ---------------------------------------------------------------------------------------------------- running
 def _kernel_name(kernel) -> str:
     fn = getattr(kernel, "fn", kernel)
@@ -552,11 +437,13 @@ def _compile(kernel, grid, bound: dict, result: "Result"):
 def run(kernel_filter: Optional[str] = None, ir_dir: Optional[str] = None, verbose: bool = False) -> list[Result]:
     import torch
     from mojo_compile.kernels.common import record_launches
+    from mojo_compile.kernels.launch_cases import cases
+    from mojo_compile.lowering.devices import assume
 
     results: dict[tuple, Result] = {}
     compiled: dict[tuple, Optional[str]] = {}  # specialisation -> compile error (None: compiled)
-    for case, call in _cases(torch):
-        with record_launches() as launches:
+    for case, call in cases("meta"):
+        with record_launches() as launches, assume(NPU_TARGET_ARCH):  # the launchers plan for the NPU
             call()
         for kernel, grid, bound in launches:
             name = _kernel_name(kernel)
@@ -595,8 +482,9 @@ def run(kernel_filter: Optional[str] = None, ir_dir: Optional[str] = None, verbo
                 compiled[spec] = None
                 ir = compiled_kernel.asm.get("ttadapter", "")
                 for access in discrete_accesses(ir):
-                    if access not in result.discrete:
-                        result.discrete.append(access)
+                    found = result.gathers if marked_gather(access, kernel_source_line) else result.discrete
+                    if access not in found:
+                        found.append(access)
                 mode = re.search(r'mix_mode\s*=\s*"([^"]+)"', ir)
                 result.mix_mode = mode.group(1) if mode else result.mix_mode
                 if ir_dir:
@@ -608,8 +496,8 @@ def run(kernel_filter: Optional[str] = None, ir_dir: Optional[str] = None, verbo
                     result.ir_file = path
                 if verbose:
                     print(f"  compiled {name} [{label}] in {time.time() - started:.1f}s", flush=True)
-    for result in results.values():
-        result.grid_error = grid_problem(result.worst_grid)
+    for result in results.values():  # "mix": a kernel with tl.dot, on AI cores; "aiv": vector cores only
+        result.grid_error = grid_problem(result.worst_grid, NUM_AICORE if result.mix_mode == "mix" else NUM_VECTORCORE)
     return list(results.values())
 
 

@@ -159,3 +159,20 @@ def test_report_lines_and_exit_count(check):
     assert lines[1].startswith("FAIL cross_entropy._bwd_kernel [float32 BLOCK_V=4096]: grid: grid (4096, 38)")
     assert "discrete: 1 scalarised load (ce.py:3)" in lines[1]
     assert "1/2 configurations OK over 2 kernels" in out.getvalue()
+
+
+def test_a_grid_over_the_cores_is_not_persistent(check):
+    assert check.grid_problem((40,), cores=40) is None
+    assert "41 programs > 40 cores" in check.grid_problem((41,), cores=40)
+    assert check.grid_problem((41,)) is None  # the limit alone
+
+
+def test_marked_gathers_are_told_apart(check):
+    source = {("attention.py", 452): "    lse = tl.load(LSE + stat, mask=row_ok, other=0.0)  # gather",
+              ("rope.py", 71): "    return tl.load(C + offs, mask=m, other=0.0)"}
+
+    def line(name, number):
+        return source.get((name, number), "")
+    assert check.marked_gather("load@attention.py:452 via attention.py:419", line)
+    assert not check.marked_gather("load@rope.py:71 via rope.py:182", line)
+    assert not check.marked_gather("load", line)  # no location: never excused

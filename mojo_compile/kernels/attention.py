@@ -349,16 +349,18 @@ def _fwd_block(pid0, pid1, pid2, grid0, Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, S
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = _key_tiles(qp, key_lo, key_hi, window, CAUSAL, HAS_WINDOW, BLOCK_N)
-    args = (q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, key_lo, key_hi, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):  # window edge, a key range's first tile
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale,
+                                  softcap, window, key_lo, key_hi, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                  MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_lo, full_hi, BLOCK_N):  # every key allowed: no position masks
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale,
+                                  softcap, window, key_lo, key_hi, sks, svs, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                  MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_hi, hi, BLOCK_N):  # causal diagonal and the last, partial tile
-        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D,
-                                  BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
+        acc, m_i, l_i = _fwd_tile(acc, m_i, l_i, n0, q, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale,
+                                  softcap, window, key_lo, key_hi, sks, svs, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP,
+                                  MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
 
     has_mass = l_i > 0.0  # false only without a sink and without any allowed key
     out = acc / tl.where(has_mass, l_i, 1.0)[:, None]
@@ -447,7 +449,8 @@ def _bwd_dq_block(pid0, pid1, pid2, grid0, Q, K, V, OUT, DO, LSE, DELTA, RNORM, 
     delta = tl.sum(do.to(tl.float32) * o.to(tl.float32), axis=1)  # rowsum(dO * O), zero on padded rows
     stat = (b * HQ + h) * S_q + i
     tl.store(DELTA + stat, delta, mask=row_ok)
-    lse = tl.load(LSE + stat, mask=row_ok, other=0.0)
+    # gather: one statistic per stacked row (rows interleave the group's heads), BLOCK_M values a tile
+    lse = tl.load(LSE + stat, mask=row_ok, other=0.0)  # gather
     lse_u = tl.where(lse == float("-inf"), 0.0, lse) * UNIT  # empty rows: every score is -inf, p = 0
     k_base = b * skb + tl.cast(hkv, tl.int64) * skh
     v_base = b * svb + tl.cast(hkv, tl.int64) * svh
@@ -456,17 +459,18 @@ def _bwd_dq_block(pid0, pid1, pid2, grid0, Q, K, V, OUT, DO, LSE, DELTA, RNORM, 
     l_sum = tl.zeros([BLOCK_M], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = _key_tiles(qp, key_lo, key_hi, window, CAUSAL, HAS_WINDOW, BLOCK_N)
-    args = (q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk, scale, softcap, window, key_lo,
-            key_hi, sks, svs)
     for n0 in range(lo, full_lo, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, DOT_PRECISION)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
+                                 scale, softcap, window, key_lo, key_hi, sks, svs, True, CAUSAL, HAS_WINDOW,
+                                 HAS_SOFTCAP, MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_lo, full_hi, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, DOT_PRECISION)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
+                                 scale, softcap, window, key_lo, key_hi, sks, svs, False, CAUSAL, HAS_WINDOW,
+                                 HAS_SOFTCAP, MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
     for n0 in range(full_hi, hi, BLOCK_N):
-        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, *args, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, MASK_KIND, D, BLOCK_N,
-                                 BLOCK_D, INTERPRET, DOT_PRECISION)
+        dq, l_sum = _bwd_dq_tile(dq, l_sum, n0, q, do, lse_u, delta, K, V, k_base, v_base, qp, row_ok, MASK, m_row, smk,
+                                 scale, softcap, window, key_lo, key_hi, sks, svs, True, CAUSAL, HAS_WINDOW,
+                                 HAS_SOFTCAP, MASK_KIND, D, BLOCK_N, BLOCK_D, INTERPRET, DOT_PRECISION)
 
     if HAS_SINKS:
         p_sink = exp_units(tl.load(SINKS + h).to(tl.float32) * UNIT - lse_u, NATURAL)
@@ -499,9 +503,9 @@ def _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, R
     q = _load_rows(Q, b * sqb + h * sqh + i * sqs, row_ok, D, BLOCK_D, INTERPRET)
     do = _load_rows(DO, b * sdb + h * sdh + i * sds, row_ok, D, BLOCK_D, INTERPRET)
     stat = (b * HQ + h) * S_q + i
-    lse = tl.load(LSE + stat, mask=row_ok, other=0.0)
+    lse = tl.load(LSE + stat, mask=row_ok, other=0.0)  # gather (as in the dQ kernel)
     lse_u = tl.where(lse == float("-inf"), 0.0, lse) * UNIT
-    delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)  # 0 on padded rows: with dO = 0 they contribute nothing
+    delta = tl.load(DELTA + stat, mask=row_ok, other=0.0)  # gather; 0 on padded rows: with dO = 0 they add nothing
     kpl = kp.to(tl.int64)
     m_row = _mask_row(b, h, i, smb, smh, sms, MASK_KIND)
     qk_t = _mm(k, tl.trans(q), DOT_PRECISION)
@@ -596,8 +600,6 @@ def _bwd_dkdv_block(pid0, pid1, pid2, grid0, Q, K, V, DO, LSE, DELTA, RNORM, DK,
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     keys = _key_row(MASK, b * smb, n0, smk, key_hi, MASK_KIND, True, BLOCK_N)  # this program's key tile: once
-    args = (keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh,
-            sds, smb, smh, sms, smk)
 
     if (n0 >= key_hi) | (n0 + BLOCK_N <= key_lo):
         pass  # no key of this tile is in the key mask's range (or the row is the other launch's): dK = dV = 0
@@ -612,20 +614,28 @@ def _bwd_dkdv_block(pid0, pid1, pid2, grid0, Q, K, V, DO, LSE, DELTA, RNORM, DK,
             if HAS_WINDOW:
                 live = live & (tl.min(qp, axis=0) - window < last)
             if live:
-                dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                      HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
+                dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK,
+                                      scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds, smb, smh, sms,
+                                      smk, HQ, G, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D,
+                                      BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
     else:
         lo, full_lo, full_hi, hi = _row_blocks(n0, S_q, S_kv, key_lo, key_hi, window, G, CAUSAL, HAS_WINDOW,
                                                BLOCK_M, BLOCK_N)
         for t0 in range(lo, full_lo, BLOCK_M):  # window edge
-            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
+            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK,
+                                  scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds, smb, smh, sms, smk,
+                                  HQ, G, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M,
+                                  BLOCK_D, INTERPRET, DOT_PRECISION)
         for t0 in range(full_lo, full_hi, BLOCK_M):  # every row sees every key: no position masks
-            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, False, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
+            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK,
+                                  scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds, smb, smh, sms, smk,
+                                  HQ, G, False, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M,
+                                  BLOCK_D, INTERPRET, DOT_PRECISION)
         for t0 in range(full_hi, hi, BLOCK_M):  # causal diagonal, the last (partial) row block
-            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, *args, HQ, G, True, CAUSAL, HAS_WINDOW,
-                                  HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M, BLOCK_D, INTERPRET, DOT_PRECISION)
+            dk, dv = _bwd_kv_tile(dk, dv, k, v, t0, hkv, b, kp, kv_ok, keys, Q, DO, LSE, DELTA, RNORM, QPOS, MASK,
+                                  scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, sdb, sdh, sds, smb, smh, sms, smk,
+                                  HQ, G, True, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND, D, BLOCK_M,
+                                  BLOCK_D, INTERPRET, DOT_PRECISION)
 
     out = ((b * HKV + hkv) * S_kv + kpl) * D
     store = kp < S_kv

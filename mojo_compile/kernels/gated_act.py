@@ -216,10 +216,12 @@ def _layout(m, n, *ts) -> int:
 
 def _launch(kernel, m, n, tensors, strides, config, **flags):
     block_m, block_n, num_warps = config or _config(n)
+    caps = device_caps(tensors[0].device)
     layout = _layout(m, n, *tensors)
+    if layout == FLAT_ROWS and not caps.vector_gathers:  # its row / column division: scalar loads there
+        layout = TILES
     tiles = (triton.cdiv(m * n, block_m * block_n) if layout != TILES
              else triton.cdiv(m, block_m) * triton.cdiv(n, block_n))
-    caps = device_caps(tensors[0].device)
     wrap_triton(kernel)[(caps.programs(tiles),)](*tensors, m, n, m * n, *strides, **flags, LAYOUT=layout,
                                                  WIDTH=n if layout == FLAT_ROWS else 0, BLOCK_M=block_m,
                                                  BLOCK_N=block_n, INTERPRET=interpreting(),

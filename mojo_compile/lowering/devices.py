@@ -30,6 +30,8 @@ class DeviceCaps:
     onchip_bytes: int  # what one program's tiles may take: shared memory per block; Ascend's unified buffer
     alignment: int  # bytes a vector load or store wants
     dot_precisions: tuple[str, ...]  # tl.dot input_precision values it takes; [0] is its default for fp32
+    vector_gathers: bool = True  # addresses computed per element (a division, a gather) still load as vectors;
+    # Ascend's compiler lowers such an access to a loop of scalar loads, so the launchers pick affine layouts there
 
     def programs(self, tasks: int, *, matrix: bool = False) -> int:
         """Programs to launch for `tasks` independent pieces of work: one each, or on a persistent device at most
@@ -49,9 +51,9 @@ DEVICES = {
     "H200": DeviceCaps("H200", "nvidia", 132, 132, _NVIDIA_GRID, False, 232448, 16, ("tf32", "ieee")),
     "H100": DeviceCaps("H100", "nvidia", 132, 132, _NVIDIA_GRID, False, 232448, 16, ("tf32", "ieee")),
     "A100": DeviceCaps("A100", "nvidia", 108, 108, _NVIDIA_GRID, False, 166912, 16, ("tf32", "ieee")),
-    "Ascend910B2": DeviceCaps("Ascend910B2", "ascend", 48, 24, 65535, True, 196608, 32, ("ieee", "hf32")),
-    "Ascend910B3": DeviceCaps("Ascend910B3", "ascend", 40, 20, 65535, True, 196608, 32, ("ieee", "hf32")),
-    "Ascend910B4": DeviceCaps("Ascend910B4", "ascend", 40, 20, 65535, True, 196608, 32, ("ieee", "hf32")),
+    "Ascend910B2": DeviceCaps("Ascend910B2", "ascend", 48, 24, 65535, True, 196608, 32, ("ieee", "hf32"), False),
+    "Ascend910B3": DeviceCaps("Ascend910B3", "ascend", 40, 20, 65535, True, 196608, 32, ("ieee", "hf32"), False),
+    "Ascend910B4": DeviceCaps("Ascend910B4", "ascend", 40, 20, 65535, True, 196608, 32, ("ieee", "hf32"), False),
     # TRITON_INTERPRET=1: programs run one after another, so one core for the row kernels (every program's loop
     # runs on small tests); four for decode's split-K planning, so that its split path runs on small tests too.
     "interpreter": DeviceCaps("interpreter", "interpreter", 1, 4, _NVIDIA_GRID, False, 1 << 30, 1,
