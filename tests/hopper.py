@@ -20,6 +20,8 @@ except ImportError:
 def compile_kernel(fn, consts, pointers, floats=(), divisible=(), num_warps=4, num_stages=3, **options):
     """pointers: argument -> element type ("bf16", "fp32", "u8", "i32"); floats: fp32 scalars; the rest i32.
     divisible: the arguments a launch would specialise as multiples of 16."""
+    missing = [p.name for p in fn.params if p.is_constexpr and p.name not in consts]
+    assert not missing, f"{fn.__name__}: give constexprs {missing} (else they compile as run-time values)"
     sig, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in consts:

@@ -416,7 +416,8 @@ for d, flags, mask_dtype in ((80, dict(HAS_WINDOW=True, HAS_SOFTCAP=True, HAS_QP
                                         HAS_SINKS=False), "u8"),
                              (128, dict(HAS_WINDOW=False, HAS_SOFTCAP=False, HAS_QPOS=False, MASK_KIND=4,
                                         HAS_SINKS=False), "u8")):
-    base = dict(HQ=32, HKV=8, D=d, CAUSAL=True, BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
+    base = dict(HQ=32, HKV=8, D=d, CAUSAL=True, BLOCK_D=triton.next_power_of_2(d), INTERPRET=False,
+                DOT_PRECISION="tf32", PERSISTENT=False, **flags)
     for kind, fn in (("fwd", A._fwd_kernel), ("dq", A._bwd_dq_kernel), ("dkdv", A._bwd_dkdv_kernel)):
         bm, bn, warps, stages = A._config(kind, 4096, d, torch.bfloat16, heavy=flags["MASK_KIND"] < 3)
         compile_attention(fn, mask_dtype, dict(base, BLOCK_M=bm, BLOCK_N=bn), warps, stages)

@@ -327,14 +327,15 @@ plain = dict(CAUSAL=True, WINDOWED=False, SOFTCAP=False, HAS_QPOS=True, MASK_KIN
 for d, flags in ((80, heavy), (128, plain)):
     block_n, num_warps, num_stages = A._config(d, torch.bfloat16, 16)
     consts = dict(HQ=32, SQ=1, GROUP=4, D=d, ROW_CHUNKS=1, DOT_PRECISION="tf32", BLOCK_M=16, BLOCK_N=block_n,
-                  BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, **flags)
+                  BLOCK_D=triton.next_power_of_2(d), INTERPRET=False, PERSISTENT=False, **flags)
     work = "bf16" if flags["DIRECT"] else "fp32"  # the outputs, or the fp32 partials of each split
     pointers = dict(Q="bf16", K="bf16", V="bf16", QPOS="i32", MASK="u8" if flags["MASK_KIND"] == 1 else "bf16",
                     SINKS="bf16", OUT=work, LSE="fp32", DEN="fp32")
     compile_kernel(A._split_kernel, consts, pointers, FLOATS, num_warps=num_warps, num_stages=num_stages)
     block_r, block_s, block_d, merge_warps = A._merge_config(8, d, 32)
     compile_kernel(A._merge_kernel, dict(HQ=32, SQ=1, D=d, HAS_SINK=flags["HAS_SINK"], NATURAL=flags["MASK_KIND"] == 2,
-                                         BLOCK_R=block_r, BLOCK_S=block_s, BLOCK_D=block_d, INTERPRET=False),
+                                         BLOCK_R=block_r, BLOCK_S=block_s, BLOCK_D=block_d, INTERPRET=False,
+                                         PERSISTENT=False),
                    dict(O_WS="fp32", M_WS="fp32", DEN_WS="fp32", SINKS="bf16", OUT="bf16", LSE="fp32"),
                    num_warps=merge_warps)
 """

@@ -167,7 +167,7 @@ from mojo_compile.kernels import cross_entropy as C
 for dtype in ("bf16", "fp32"):
     for block, warps in ((4096, 8), (512, 4)):
         for smoothing in (False, True):  # label smoothing: the rows' sums, the uniform part of dlogits
-            consts = dict(BLOCK_V=block, INTERPRET=False, SUM=smoothing, UNIFORM=smoothing)
+            consts = dict(BLOCK_V=block, INTERPRET=False, PERSISTENT=False, SUM=smoothing, UNIFORM=smoothing)
             compile_kernel(C._fwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", LOSS="fp32",
                                                        ROW_SUM="fp32" if smoothing else dtype), num_warps=warps)
             compile_kernel(C._bwd_kernel, consts, dict(X=dtype, LABELS="i64", LSE="fp32", A="fp32", B="fp32",

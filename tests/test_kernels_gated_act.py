@@ -191,7 +191,7 @@ from mojo_compile.kernels import gated_act as G
 for act in G.ACT_CODES.values():
     for layout in (G.TILES, G.FLAT_CONTIGUOUS, G.FLAT_ROWS):
         consts = dict(ACT=act, LAYOUT=layout, WIDTH=11008 if layout == G.FLAT_ROWS else 0, BLOCK_M=2, BLOCK_N=1024,
-                      INTERPRET=False)
+                      INTERPRET=False, PERSISTENT=False)
         compile_kernel(G._fwd_kernel, consts, dict(G="bf16", U="bf16", Y="bf16"))
         compile_kernel(G._bwd_kernel, dict(consts, FUSED=layout == G.FLAT_ROWS),
                        {n: "bf16" for n in ("DY", "G", "U", "DG", "DU")})

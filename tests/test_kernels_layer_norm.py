@@ -179,8 +179,8 @@ for dtype in ("bf16", "fp32"):
     for block_m, block_n, warps in ((16, 128, 4), (1, 4096, 8), (1, 16384, 16)):
         # the residual add (and its gradient) with each dtype and block shape; its code does not touch the affine's
         for affine, res in ((False, False), (True, False), (True, True)):
-            consts = dict(BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=False, HAS_W=affine, HAS_B=affine,
-                          WEIGHT_GRAD=affine, BIAS_GRAD=affine, HAS_RES=res, HAS_DRES=res)
+            consts = dict(BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=False, PERSISTENT=False, HAS_W=affine,
+                          HAS_B=affine, WEIGHT_GRAD=affine, BIAS_GRAD=affine, HAS_RES=res, HAS_DRES=res)
             compile_kernel(L._fwd_kernel, consts, dict(X=dtype, R=dtype, W=dtype, B=dtype, Y=dtype, SUM=dtype,
                                                        MEAN="fp32", RSTD="fp32"), floats=("eps",), num_warps=warps)
             compile_kernel(L._bwd_kernel, consts, dict(DY=dtype, X=dtype, W=dtype, MEAN="fp32", RSTD="fp32",

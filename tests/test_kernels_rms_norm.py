@@ -128,7 +128,7 @@ from mojo_compile.kernels import rms_norm as K
 def compile_norm(fn, consts):
     pointers = {n: "fp32" if n in ("RSTD", "DW") else "bf16" for n in fn.arg_names
                 if n.isupper() and n not in ("M", "N")}
-    compile_kernel(fn, dict(consts, INTERPRET=False), pointers, ("eps", "weight_offset"), num_warps=8)
+    compile_kernel(fn, dict(consts, INTERPRET=False, PERSISTENT=False), pointers, ("eps", "weight_offset"), num_warps=8)
 
 
 for cast in (0, 1, 2):  # "normed", "output", "rstd"

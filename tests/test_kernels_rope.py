@@ -348,7 +348,7 @@ INTS = {"T", "S"}
 
 def compile_rope(fn, consts, floats=()):
     pointers = {n: "fp32" if n in FP32 else "bf16" for n in fn.arg_names if n.isupper() and n not in INTS}
-    compile_kernel(fn, dict(consts, INTERPRET=False), pointers, floats, enable_fp_fusion=False)
+    compile_kernel(fn, dict(consts, INTERPRET=False, PERSISTENT=False), pointers, floats, enable_fp_fusion=False)
 
 
 qwen = dict(HQ=32, HK=8, D=128, R=128, ROT_START=0, INTERLEAVED=False, BLOCK_T=1, BLOCK_HQ=32, BLOCK_HK=8)

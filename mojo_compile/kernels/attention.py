@@ -302,11 +302,11 @@ def _fwd_kernel(Q, K, V, OUT, LSE, QPOS, MASK, KRANGE, SINKS, scale, softcap, wi
                 CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                 MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
+                DOT_PRECISION: tl.constexpr, batch, PERSISTENT: tl.constexpr):
     """OUT [B, HQ, S_q, D] and LSE [B, HQ, S_q] contiguous. One program: BLOCK_M stacked rows of one kv head."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th tile
         grid0, grid1 = tl.cdiv(S_q * (HQ // HKV), BLOCK_M), HKV
-        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+        for task in range(tl.program_id(0), grid0 * grid1 * batch, tl.num_programs(0)):
             _fwd_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, OUT, LSE, QPOS,
                        MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs, skb, skh, sks, svb, svh,
                        svs, smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL, HAS_WINDOW, HAS_SOFTCAP, HAS_QPOS, MASK_KIND,
@@ -406,12 +406,12 @@ def _bwd_dq_kernel(Q, K, V, OUT, DO, LSE, DELTA, RNORM, PSINK, DQ, QPOS, MASK, K
                    CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_QPOS: tl.constexpr,
                    MASK_KIND: tl.constexpr, HAS_SINKS: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                   DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
+                   DOT_PRECISION: tl.constexpr, batch, PERSISTENT: tl.constexpr):
     """DQ [B, HQ, S_q, D] contiguous; writes DELTA (and RNORM with an additive mask, PSINK = p_sink * delta with
     sinks), [B, HQ, S_q] fp32, for the dK/dV kernel and the sink gradient. (sob..) are OUT's strides, (sdb..) DO's."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th tile
         grid0, grid1 = tl.cdiv(S_q * (HQ // HKV), BLOCK_M), HKV
-        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+        for task in range(tl.program_id(0), grid0 * grid1 * batch, tl.num_programs(0)):
             _bwd_dq_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, OUT, DO, LSE,
                           DELTA, RNORM, PSINK, DQ, QPOS, MASK, KRANGE, SINKS, scale, softcap, window, S_q, S_kv, sqb,
                           sqh, sqs, skb, skh, sks, svb, svh, svs, sob, soh, sos, sdb, sdh, sds, smb, smh, sms, smk, srb,
@@ -561,11 +561,11 @@ def _bwd_dkdv_kernel(Q, K, V, DO, LSE, DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE,
                      CAUSAL: tl.constexpr, HAS_WINDOW: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
                      HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr, B, PERSISTENT: tl.constexpr):
+                     DOT_PRECISION: tl.constexpr, batch, PERSISTENT: tl.constexpr):
     """DK / DV [B, HKV, S_kv, D] contiguous. One program: one key tile of one kv head, all rows of its group."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th tile
         grid0, grid1 = tl.cdiv(S_kv, BLOCK_N), HKV
-        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+        for task in range(tl.program_id(0), grid0 * grid1 * batch, tl.num_programs(0)):
             _bwd_dkdv_block(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, DO, LSE,
                             DELTA, RNORM, DK, DV, QPOS, MASK, KRANGE, scale, softcap, window, S_q, S_kv, sqb, sqh, sqs,
                             skb, skh, sks, svb, svh, svs, sdb, sdh, sds, smb, smh, sms, smk, srb, HQ, HKV, D, CAUSAL,
@@ -792,7 +792,7 @@ def attention_fwd(q, k, v, scale, causal=False, window=0, softcap=0.0, q_pos=Non
             sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv,
             *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *m_strides, srb,
             **_flags(q, causal, window, softcap, q_pos, launch_kind, sinks, hq, hkv, d), HAS_SINKS=sinks is not None,
-            BLOCK_M=block_m, BLOCK_N=block_n, B=batch, num_warps=num_warps, num_stages=num_stages)
+            BLOCK_M=block_m, BLOCK_N=block_n, batch=batch, num_warps=num_warps, num_stages=num_stages)
     return out, lse
 
 
@@ -835,14 +835,14 @@ def attention_bwd(grad_out, q, k, v, out, lse, scale, causal=False, window=0, so
             sinks if sinks is not None else q, scale, softcap, window, s_q, s_kv, *q.stride()[:3], *k.stride()[:3],
             *v.stride()[:3], *out.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
             **dict(flags, MASK_KIND=launch_kind), HAS_SINKS=sinks is not None, BLOCK_M=block_m, BLOCK_N=block_n,
-            B=batch, num_warps=num_warps, num_stages=num_stages)
+            batch=batch, num_warps=num_warps, num_stages=num_stages)
 
     block_m, block_n, num_warps, num_stages = _config("dkdv", s_q * group, d, q.dtype, heavy, kv_config)
     for launch_kind in _launches(kind):
         wrap_triton(_bwd_dkdv_kernel)[_grid(q, (triton.cdiv(s_kv, block_n), hkv, batch))](
             q, k, v, grad_out, lse, delta, r_norm, dk, dv, q_pos_arg, mask_arg, ranges, scale, softcap, window, s_q,
             s_kv, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *grad_out.stride()[:3], *m_strides, srb,
-            **dict(flags, MASK_KIND=launch_kind), BLOCK_M=block_m, BLOCK_N=block_n, B=batch, num_warps=num_warps,
+            **dict(flags, MASK_KIND=launch_kind), BLOCK_M=block_m, BLOCK_N=block_n, batch=batch, num_warps=num_warps,
             num_stages=num_stages)
 
     dsinks = (-p_sink.sum(dim=(0, 2))).to(sinks.dtype) if sinks is not None else None

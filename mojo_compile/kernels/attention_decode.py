@@ -89,14 +89,14 @@ def _split_kernel(Q, K, V, QPOS, MASK, SINKS, OUT, LSE, DEN,
                   ROW_CHUNKS: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, SOFTCAP: tl.constexpr,
                   HAS_QPOS: tl.constexpr, MASK_KIND: tl.constexpr, HAS_SINK: tl.constexpr, DIRECT: tl.constexpr,
                   DOT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                  INTERPRET: tl.constexpr, B, PERSISTENT: tl.constexpr):
+                  INTERPRET: tl.constexpr, batch, PERSISTENT: tl.constexpr):
     """OUT / LSE / DEN: the fp32 workspaces [B, Hq, Sq, num_splits, D] for o, 2 x [B, Hq, Sq, num_splits] for the
     max (in the scores' units) and the denominator; or, DIRECT, the outputs [B, Hq, Sq, D] (q's dtype) and
     [B, Hq, Sq] (lse, fp32, natural log), DEN unused. MASK_KIND: 0 none, 1 bool (as uint8), 2 additive (scores in
     natural units, NATURAL). With SOFTCAP, qk_scale is unused: the score is cap_out * tanh(cap_in * q.k)."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th tile
         grid0, grid1 = num_splits, (HQ // GROUP) * ROW_CHUNKS
-        for task in range(tl.program_id(0), grid0 * grid1 * B, tl.num_programs(0)):
+        for task in range(tl.program_id(0), grid0 * grid1 * batch, tl.num_programs(0)):
             _split_tile(task % grid0, task // grid0 % grid1, task // (grid0 * grid1), grid0, Q, K, V, QPOS, MASK, SINKS,
                         OUT, LSE, DEN, Skv, num_splits, qk_scale, cap_in, cap_out, window, sqb, sqh, sqs, skb, skh, skn,
                         svb, svh, svn, smb, smh, sms, smn, HQ, SQ, GROUP, D, ROW_CHUNKS, CAUSAL, WINDOWED, SOFTCAP,
@@ -369,7 +369,7 @@ def attention_decode(q, k, v, scale, causal=True, window=0, softcap=0.0, q_pos=N
         HQ=hq, SQ=sq, GROUP=group, D=d, ROW_CHUNKS=row_chunks, CAUSAL=bool(causal), WINDOWED=window > 0,
         SOFTCAP=softcap > 0, HAS_QPOS=q_pos is not None, MASK_KIND=mask_kind, HAS_SINK=sinks is not None,
         DIRECT=direct, DOT_PRECISION=caps.dot_precision(exact=q.dtype == torch.float32),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, INTERPRET=interpreting(), B=batch,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, INTERPRET=interpreting(), batch=batch,
         PERSISTENT=caps.persistent, num_warps=num_warps, num_stages=num_stages)
     if not direct:
         rows = batch * hq * sq
