@@ -27,12 +27,15 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import debug, logs, lowering, patterns, pieces, report
 from .canonicalize import canonicalize
+from .kernels.common import ttx_device_type_reason
 from .patterns.mask_analysis import analyse_masks
 from .options import OptionError, Options
 
 log = logging.getLogger("mojo_compile")
 
-DEFAULT_TARGETS = {"cuda": "ttx", "npu": "torch_npu"}
+# Per device type, the targets a graph on its tensors defaults to, in order of preference: the first usable one.
+# On an NPU the Triton kernels need triton-ascend; without it, torch_npu's fused ops.
+DEFAULT_TARGETS = {"cuda": ("ttx",), "npu": ("ttx", "torch_npu")}
 
 
 def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
@@ -150,12 +153,15 @@ def resolve_target(requested: Optional[str], example_inputs: list) -> str:
                               f"but {reason}")
         return requested
     devices = {x.device.type for x in example_inputs if isinstance(x, torch.Tensor)}
-    for device, target in DEFAULT_TARGETS.items():
-        if device in devices:
-            reason = lowering.unavailable(target)
+    for device, candidates in DEFAULT_TARGETS.items():
+        if device not in devices:
+            continue
+        for target in candidates:
+            reason = lowering.unavailable(target) or (ttx_device_type_reason(device) if target == "ttx" else None)
             if reason is None:
                 return target
-            log.warning("mojo: %s inputs would use target %s, but %s; using torch", device, target, reason)
+            log.warning("mojo: %s inputs would use target %s, but %s", device, target, reason)
+        log.warning("mojo: %s inputs: no target of %s is usable; using torch", device, ", ".join(candidates))
     return "torch"
 
 
@@ -183,10 +189,8 @@ def choose_targets(gm: GraphModule, matches, target: str, masks=None) -> list[re
     order = {node: i for i, node in enumerate(gm.graph.nodes)}
     for pattern, node in sorted(matches, key=lambda m: order[m[1]]):
         op = node.target._schema.name.split("::")[-1]
-        chosen, reason = lowering.choose(op, target, *_op_arguments(node))
+        chosen, reason = lowering.choose(op, target, *_op_arguments(node))  # (fallbacks logged)
         node.update_kwarg("target", chosen)
-        if reason:
-            lowering.log_fallback_once(op, target, reason)
         detail = _attention_detail(node, masks or {}) if op == "attention" else ""
         kernel = lowering.describe(op, chosen, *_op_arguments(node))
         sites.append(report.FusedSite(pattern.name, f"mojo.{op}", chosen, report.module_path(node), reason, detail,

@@ -6,6 +6,7 @@ worst a kernel could return there); for npu_rms_norm, npu_swiglu and npu_rotary_
 the table shapes npu_rotary_mul documents for each layout. So these tests check our mapping -- argument names, mask
 polarity, the explicit scale, structure turned into masks, empty rows, unit gammas, table shapes -- against the torch
 reference of each op."""
+import logging
 import sys
 import types
 
@@ -267,3 +268,77 @@ def test_layer_norm_reasons(npu):
     assert layer_norm._npu_reason(on_npu, torch.randn(8).to(torch.bfloat16), None) is None
     assert "gamma and beta in the dtype of x" in layer_norm._npu_reason(on_npu, torch.randn(8), None)
     assert "not fp16/bf16/fp32" in layer_norm._npu_reason(SimpleNamespace(device=on_npu.device, dtype=torch.float64))
+
+
+# -------------------------------------------------------------------------- ttx on the NPU (triton-ascend)
+@pytest.fixture
+def ascend(monkeypatch):
+    """A stand-in Ascend NPU for fake tensors: torch.device("npu") (the PrivateUse1 backend renamed and a device
+    module registered, as torch_npu does; once a process, both are permanent), and optionally triton-ascend: the
+    installed Triton reporting the "ascend" backend (`with_triton_ascend(True)`)."""
+    import types as module_types
+
+    from mojo_compile.kernels import common
+
+    if torch._C._get_privateuse1_backend_name() != "npu":
+        torch.utils.rename_privateuse1_backend("npu")
+        device_module = module_types.ModuleType("npu_stand_in")
+        device_module.is_initialized = device_module.is_available = lambda: True
+        device_module.current_device, device_module.device_count = (lambda: 0), (lambda: 1)
+        device_module._is_in_bad_fork, device_module.manual_seed_all = (lambda: False), (lambda seed: None)
+        torch._register_device_module("npu", device_module)
+
+    def with_triton_ascend(present: bool):
+        backends = frozenset({"ascend"} if present else {"nvidia", "amd"})
+        monkeypatch.setattr(common, "triton_backends", lambda: backends)
+    return with_triton_ascend
+
+
+def on_npu(*shape, dtype=torch.bfloat16, stride=None):
+    """A fake tensor on the stand-in NPU (no data: what the compiler's choices see)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    meta = torch.empty_strided(shape, stride or torch.empty(shape, device="meta").stride(), dtype=dtype,
+                               device="meta")
+    return FakeTensor(FakeTensorMode(), meta, torch.device("npu"))
+
+
+@pytest.fixture
+def npu_target(npu):
+    """The torch_npu target loaded with the stand-in torch_npu, forgotten after."""
+    loader = lowering._LOADERS["torch_npu"]
+    lowering.register_target("torch_npu", loader)
+    yield
+    lowering.register_target("torch_npu", loader)
+
+
+def test_npu_inputs_default_to_ttx_where_triton_ascend_is(ascend, npu_target):
+    from mojo_compile.backend import resolve_target
+
+    inputs = [on_npu(2, 8)]
+    ascend(True)
+    assert resolve_target(None, inputs) == "ttx"
+    ascend(False)  # NVIDIA's Triton installed: torch_npu's fused ops
+    assert resolve_target(None, inputs) == "torch_npu"
+    ascend(True)  # MOJO_BACKEND / options["target"] still pick
+    assert resolve_target("torch_npu", inputs) == "torch_npu"
+
+
+def test_ttx_on_the_npu_falls_back_to_torch_npu_then_torch(ascend, npu_target, caplog):
+    """What the Triton kernels cannot take goes to torch_npu's fused op, and what neither can to the reference;
+    each step is logged with its reason, and the report's target is the one chosen."""
+    ascend(True)
+    x, w = on_npu(4, 64), on_npu(64)
+    assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output") == ("ttx", None)
+    strided = on_npu(64, stride=(2,))  # the kernels want a contiguous weight; npu_rms_norm does not care
+    lowering._LOGGED.clear()
+    with caplog.at_level(logging.WARNING, logger="mojo_compile"):
+        chosen, reason = lowering.choose("rms_norm", "ttx", x, strided, 1e-6, 0.0, "output")
+        assert (chosen, reason) == ("torch_npu", "weight is not contiguous")
+        assert "rms_norm: ttx falls back to torch_npu: weight is not contiguous" in caplog.text
+        # cast="rstd" in bf16: npu_rms_norm cannot round as that spelling does, nor the kernels take the weight
+        chosen, _ = lowering.choose("rms_norm", "ttx", x, strided, 1e-6, 0.0, "rstd")
+        assert chosen == "torch"
+        assert "rms_norm: torch_npu falls back to torch: npu_rms_norm does not round" in caplog.text
+    ascend(False)
+    assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output")[0] == "torch_npu"

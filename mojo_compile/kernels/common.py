@@ -42,7 +42,8 @@ except ImportError:  # pragma: no cover
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
            "device_caps", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
            "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise",
-           "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_elementwise_reason"]
+           "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_device_type_reason", "triton_backends",
+           "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS"]
 
 
 class NotInlinable(RuntimeError):
@@ -69,12 +70,36 @@ def ttx_traceable(*args) -> bool:
     return all(isinstance(t.shape[-1], int) for t in args if isinstance(t, torch.Tensor) and t.dim() > 0)
 
 
+# The Triton backend each device's tensors need: NVIDIA's Triton for CUDA, triton-ascend (which installs as `triton`)
+# for Ascend's npu tensors.
+TTX_DEVICE_BACKENDS = {"cuda": "nvidia", "npu": "ascend"}
+
+
+def triton_backends() -> frozenset:
+    """The backends of the installed Triton ("nvidia", "amd"; "ascend" for triton-ascend)."""
+    try:
+        from triton.backends import backends
+    except ImportError:
+        return frozenset()
+    return frozenset(backends)
+
+
+def ttx_device_type_reason(device_type: str) -> Optional[str]:
+    """None if the ttx kernels run on tensors of this device type with the installed Triton, else why not."""
+    if device_type == "cpu":
+        return None if interpreting() else ("ttx runs on CUDA tensors; these are on the CPU (set TRITON_INTERPRET=1 "
+                                            "to interpret the kernels)")
+    backend = TTX_DEVICE_BACKENDS.get(device_type)
+    if backend is None:
+        return f"ttx does not run on {device_type} tensors"
+    if backend not in triton_backends():
+        return (f"ttx runs on {device_type} tensors through Triton's {backend} backend, which the installed Triton "
+                f"does not have ({', '.join(sorted(triton_backends())) or 'none'})")
+    return None
+
+
 def ttx_device_reason(t: torch.Tensor):
-    if t.device.type == "cuda" or (t.device.type == "cpu" and interpreting()):
-        return None
-    if t.device.type == "cpu":
-        return "ttx runs on CUDA tensors; these are on the CPU (set TRITON_INTERPRET=1 to interpret the kernels)"
-    return f"ttx does not run on {t.device.type} tensors"
+    return ttx_device_type_reason(t.device.type)
 
 
 def ttx_elementwise_reason(*tensors):

@@ -145,12 +145,40 @@ def _reason_not(op: str, target: str, args) -> Optional[str]:
     return impl.supports(*args)
 
 
+# Where a target cannot run an op on a device's tensors, the next target tried before the torch reference: on an
+# Ascend NPU, Triton kernels (triton-ascend) fall back to torch_npu's fused ops.
+FALLBACKS = {("ttx", "npu"): "torch_npu"}
+
+
+def _device_type(args) -> Optional[str]:
+    return next((a.device.type for a in args if isinstance(a, torch.Tensor)), None)
+
+
+def _chain(target: str, args) -> list[str]:
+    """The targets tried in order for `target` on these args, the torch reference last."""
+    chain = [target]
+    while chain[-1] != "torch":
+        chain.append(FALLBACKS.get((chain[-1], _device_type(args)), "torch"))
+    return chain
+
+
+def _first_that_supports(op: str, target: str, args) -> tuple[str, Optional[str]]:
+    """The first target of the chain that runs `op` on these args, and why `target` itself cannot (None if it
+    can); each fallback is logged once."""
+    chain = _chain(target, args)
+    first_reason = None
+    for current, following in zip(chain, chain[1:]):
+        reason = _reason_not(op, current, args)
+        if reason is None:
+            return current, first_reason
+        log_fallback_once(op, current, reason, following)
+        first_reason = first_reason or reason
+    return "torch", first_reason
+
+
 def choose(op: str, target: str, *args) -> tuple[str, Optional[str]]:
     """At compile time: the target that will run `op` on these (fake) args, and why `target` can't, if it can't."""
-    if target == "torch":
-        return "torch", None
-    reason = _reason_not(op, target, args)
-    return (target, None) if reason is None else ("torch", reason)
+    return _first_that_supports(op, target, args)
 
 
 def describe(op: str, target: str, *args) -> str:
@@ -166,8 +194,8 @@ def log_once(message: str) -> None:
         log.warning(message)
 
 
-def log_fallback_once(op: str, target: str, reason: str) -> None:
-    log_once(f"mojo {op}: {target} falls back to torch: {reason}")
+def log_fallback_once(op: str, target: str, reason: str, to: str = "torch") -> None:
+    log_once(f"mojo {op}: {target} falls back to {to}: {reason}")
 
 
 
@@ -183,25 +211,18 @@ def launch_directly():
 
 
 def call(op: str, target: str, *args):
-    """At run time: run `op` on `target`, or on the torch reference with the reason logged once."""
-    if target != "torch":
-        reason = _reason_not(op, target, args)
-        if reason is None:
-            with launch_directly():
-                return _TABLES[target][op].fn(*args)
-        log_fallback_once(op, target, reason)
-    return _TORCH[op].fn(*args)
+    """At run time: run `op` on `target`, or on its fallbacks (the torch reference last), each reason logged once."""
+    chosen, _ = _first_that_supports(op, target, args)
+    if chosen == "torch":
+        return _TORCH[op].fn(*args)
+    with launch_directly():
+        return _TABLES[chosen][op].fn(*args)
 
 
 def _traceable_impl(op: str, target: str, args) -> Optional[Callable]:
     """The implementation `call()` would run on these (fake) args, if it can be traced; else None."""
-    if target != "torch":
-        reason = _reason_not(op, target, args)
-        if reason is None:
-            impl = _TABLES[target][op]
-            return impl.fn if impl.traceable(*args) else None
-        log_fallback_once(op, target, reason)
-    impl = _TORCH[op]
+    chosen, _ = _first_that_supports(op, target, args)
+    impl = _TORCH[op] if chosen == "torch" else _TABLES[chosen][op]
     return impl.fn if impl.traceable(*args) else None
 
 
