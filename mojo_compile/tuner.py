@@ -48,7 +48,9 @@ def bucket(*values) -> str:
 
 @functools.cache
 def _environment(device_type: str) -> str:
-    name = torch.cuda.get_device_name() if device_type == "cuda" and torch.cuda.is_available() else device_type
+    module = getattr(torch, device_type, None)  # torch.cuda; torch.npu where torch_npu is imported
+    available = module is not None and hasattr(module, "get_device_name") and module.is_available()
+    name = module.get_device_name() if available else device_type
     try:
         import triton
         triton_version = triton.__version__
@@ -79,13 +81,21 @@ def _default_timer(fn: Callable[[], object], device_type: str) -> float:
     if device_type == "cuda":
         import triton.testing
         return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-    fn()
-    times = []
-    for _ in range(5):
+    # Elsewhere (an NPU, the CPU): wall time around the device's own synchronize, as launches are asynchronous.
+    module = getattr(torch, device_type, None)
+    synchronize = getattr(module, "synchronize", None) if device_type != "cpu" else None
+
+    def timed() -> float:
         start = time.perf_counter()
         fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
+        if synchronize is not None:
+            synchronize()
+        return (time.perf_counter() - start) * 1e3
+    fn()
+    if synchronize is not None:
+        synchronize()
+    times = sorted(timed() for _ in range(5 if synchronize is None else 20))
+    return times[len(times) // 2]
 
 
 def choose(op: str, key: str, candidates: dict[str, Callable[[], object]], default: str, device_type: str,

@@ -342,3 +342,26 @@ def test_ttx_on_the_npu_falls_back_to_torch_npu_then_torch(ascend, npu_target, c
         assert "rms_norm: torch_npu falls back to torch: npu_rms_norm does not round" in caplog.text
     ascend(False)
     assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output")[0] == "torch_npu"
+
+
+def test_the_tuner_times_ttx_against_torch_npu(ascend, npu_target, monkeypatch, tmp_path):
+    """MOJO_TUNE=1 on an NPU: where both the Triton kernels and torch_npu's fused op take the call, the faster is
+    chosen (here a stand-in timer makes torch_npu faster), and kept per shape bucket."""
+    from mojo_compile import tuner
+    from mojo_compile.ops import rms_norm as ops
+
+    ascend(True)
+    monkeypatch.setenv("MOJO_TUNE", "1")
+    monkeypatch.setenv("MOJO_TUNE_CACHE", str(tmp_path / "tune.json"))
+    monkeypatch.setattr(tuner, "like", lambda t: t)  # no NPU to allocate on: the timer below never runs them
+    timed = []
+
+    def timer(fn, device_type):
+        timed.append((fn.func.__name__, device_type))
+        return 1.0 if fn.func is ops.npu_forward else 2.0
+    monkeypatch.setattr(tuner, "_default_timer", timer)
+    x, w = on_npu(4, 64), on_npu(64)
+    assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output") == ("torch_npu", None)
+    assert sorted(timed) == [("npu_forward", "npu"), ("ttx_forward", "npu")]
+    assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output")[0] == "torch_npu"  # from the cache
+    assert len(timed) == 2

@@ -21,6 +21,7 @@ How an op reaches its implementation:
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import pkgutil
@@ -28,6 +29,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from .. import tuner
 from ..kernels.common import NotInlinable
 from .table import Impl, Table, _always, _never, _silent
 
@@ -177,8 +179,29 @@ def _first_that_supports(op: str, target: str, args) -> tuple[str, Optional[str]
 
 
 def choose(op: str, target: str, *args) -> tuple[str, Optional[str]]:
-    """At compile time: the target that will run `op` on these (fake) args, and why `target` can't, if it can't."""
-    return _first_that_supports(op, target, args)
+    """At compile time: the target that will run `op` on these (fake) args, and why `target` can't, if it can't.
+    MOJO_TUNE=1: where further targets of the chain (the reference aside) can run it too -- Triton kernels and
+    torch_npu's fused ops on an NPU -- the fastest of them, timed once per shape bucket (tuner.py)."""
+    chosen, reason = _first_that_supports(op, target, args)
+    if chosen == "torch" or not tuner.enabled():
+        return chosen, reason
+    chain = _chain(target, args)
+    others = [t for t in chain[chain.index(chosen) + 1:-1] if _reason_not(op, t, args) is None]
+    return (_fastest(op, [chosen, *others], args) if others else chosen), reason
+
+
+def _fastest(op: str, candidates: list[str], args) -> str:
+    """The fastest of `candidates` (targets that all run `op` on these args) on fresh inputs of their metadata; the
+    first where a size is symbolic."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not all(isinstance(s, int) for t in tensors for s in t.shape):
+        return candidates[0]
+    key = tuner.bucket(*(v for a in args for v in ((*a.shape, a.dtype, a.stride() == a.contiguous().stride())
+                                                       if isinstance(a, torch.Tensor) else (a,))))
+    with tuner.real_tensors():
+        fresh = [tuner.like(a) if isinstance(a, torch.Tensor) else a for a in args]
+        timed = {t: functools.partial(_TABLES[t][op].fn, *fresh) for t in candidates}
+        return tuner.choose(f"target:{op}", key, timed, candidates[0], tensors[0].device.type)
 
 
 def describe(op: str, target: str, *args) -> str:
