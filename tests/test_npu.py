@@ -365,3 +365,20 @@ def test_the_tuner_times_ttx_against_torch_npu(ascend, npu_target, monkeypatch, 
     assert sorted(timed) == [("npu_forward", "npu"), ("ttx_forward", "npu")]
     assert lowering.choose("rms_norm", "ttx", x, w, 1e-6, 0.0, "output")[0] == "torch_npu"  # from the cache
     assert len(timed) == 2
+
+
+def test_rope_kernels_that_gather_stay_off_the_npu(ascend, npu_target):
+    """On Ascend the interleaved and partial-rotary RoPE kernels and the qk-norm + RoPE ones would read partner
+    columns one scalar at a time (scripts/ascend_check.py): ttx refuses them there, rotate-half over the whole head
+    it takes."""
+    ascend(True)
+    q, k, table = on_npu(1, 4, 2, 16), on_npu(1, 4, 2, 16), on_npu(4, 16, dtype=torch.float32)
+    assert lowering.choose("rope", "ttx", q, k, table, table, 16, False, 1, False) == ("ttx", None)
+    for rotary, interleaved in ((16, True), (8, False)):
+        half = on_npu(4, rotary, dtype=torch.float32)
+        chosen, reason = lowering.choose("rope", "ttx", q, k, half, half, rotary, interleaved, 1, False)
+        assert chosen != "ttx" and "scalar loads" in reason
+    w = on_npu(16)
+    chosen, reason = lowering.choose("qk_norm_rope", "ttx", q, k, w, w, 1e-6, 0.0, "output", table, table, 16,
+                                     False, 1, False)
+    assert chosen != "ttx" and "qk-norm + RoPE kernels read partner columns" in reason

@@ -83,7 +83,7 @@ def device_caps(device: torch.device, interpreting: bool = False) -> DeviceCaps:
     device's own (from DEVICES by name, or from what its runtime reports)."""
     if _ASSUMED:
         return _ASSUMED[-1]
-    if interpreting or device.type == "cpu":
+    if device.type == "cpu" or (interpreting and device.type == "cuda"):  # the interpreter runs them on the CPU
         return DEVICES["interpreter"]
     if device.type == "cuda":
         return _cuda_caps(device.index if device.index is not None else torch.cuda.current_device())
@@ -103,7 +103,10 @@ def _cuda_caps(index: int) -> DeviceCaps:
 
 @functools.lru_cache(maxsize=None)
 def _npu_caps(index: int) -> DeviceCaps:
-    name = torch.npu.get_device_name(index)
+    try:
+        name = torch.npu.get_device_name(index)
+    except (AttributeError, RuntimeError):  # a device module without the call (a stand-in): the default 910B
+        name = "npu"
     known = next((caps for key, caps in DEVICES.items() if caps.vendor == "ascend" and key in name),
                  DEVICES["Ascend910B3"])
     try:  # triton-ascend's driver reports the cores of the part at hand
@@ -111,5 +114,5 @@ def _npu_caps(index: int) -> DeviceCaps:
         props = triton.runtime.driver.active.utils.get_device_properties(index)
         return dataclasses.replace(known, name=name, vector_cores=int(props["num_vectorcore"]),
                                    matrix_cores=int(props["num_aicore"]))
-    except (ImportError, AttributeError, KeyError, TypeError):
+    except (ImportError, AttributeError, KeyError, TypeError, RuntimeError):  # no NPU driver here: the table's
         return dataclasses.replace(known, name=name)
