@@ -273,20 +273,9 @@ def test_layer_norm_reasons(npu):
 # -------------------------------------------------------------------------- ttx on the NPU (triton-ascend)
 @pytest.fixture
 def ascend(monkeypatch):
-    """A stand-in Ascend NPU for fake tensors: torch.device("npu") (the PrivateUse1 backend renamed and a device
-    module registered, as torch_npu does; once a process, both are permanent), and optionally triton-ascend: the
-    installed Triton reporting the "ascend" backend (`with_triton_ascend(True)`)."""
-    import types as module_types
-
+    """Optionally triton-ascend: the installed Triton reporting the "ascend" backend (`with_triton_ascend(True)`).
+    The NPU itself is `on_npu`'s stand-in tensors."""
     from mojo_compile.kernels import common
-
-    if torch._C._get_privateuse1_backend_name() != "npu":
-        torch.utils.rename_privateuse1_backend("npu")
-        device_module = module_types.ModuleType("npu_stand_in")
-        device_module.is_initialized = device_module.is_available = lambda: True
-        device_module.current_device, device_module.device_count = (lambda: 0), (lambda: 1)
-        device_module._is_in_bad_fork, device_module.manual_seed_all = (lambda: False), (lambda seed: None)
-        torch._register_device_module("npu", device_module)
 
     def with_triton_ascend(present: bool):
         backends = frozenset({"ascend"} if present else {"nvidia", "amd"})
@@ -294,13 +283,20 @@ def ascend(monkeypatch):
     return with_triton_ascend
 
 
-def on_npu(*shape, dtype=torch.bfloat16, stride=None):
-    """A fake tensor on the stand-in NPU (no data: what the compiler's choices see)."""
-    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+class _OnNpu(torch.Tensor):
+    """A meta tensor that says it is on an NPU: what the compiler's choices read (device, shape, dtype, strides),
+    without renaming torch's PrivateUse1 backend, which would stay renamed for the rest of the process."""
+    DEVICE = types.SimpleNamespace(type="npu", index=0)
 
+    @property
+    def device(self):
+        return self.DEVICE
+
+
+def on_npu(*shape, dtype=torch.bfloat16, stride=None):
     meta = torch.empty_strided(shape, stride or torch.empty(shape, device="meta").stride(), dtype=dtype,
                                device="meta")
-    return FakeTensor(FakeTensorMode(), meta, torch.device("npu"))
+    return torch.Tensor._make_subclass(_OnNpu, meta)
 
 
 @pytest.fixture

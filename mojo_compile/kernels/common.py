@@ -43,7 +43,7 @@ __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpre
            "device_caps", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
            "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise",
            "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_device_type_reason", "triton_backends",
-           "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS"]
+           "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS", "TRITON_ASCEND"]
 
 
 class NotInlinable(RuntimeError):
@@ -82,6 +82,10 @@ def triton_backends() -> frozenset:
     except ImportError:
         return frozenset()
     return frozenset(backends)
+
+
+# Kernels compiled by triton-ascend (a front end of Triton 3.2) where a construct must be spelled its way.
+TRITON_ASCEND = tl.constexpr("ascend" in triton_backends()) if triton is not None else False
 
 
 def ttx_device_type_reason(device_type: str) -> Optional[str]:

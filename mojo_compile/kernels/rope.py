@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CAST_CODES, device_caps, interpreting, normalise, round_to, wrap_triton, writes
+from .common import CAST_CODES, TRITON_ASCEND, device_caps, interpreting, normalise, round_to, wrap_triton, writes
 
 __all__ = ["qk_norm_rope_bwd", "qk_norm_rope_fwd", "rope_bwd", "rope_fwd"]
 
@@ -255,10 +255,13 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
         xo, h, mask = _head_tile(x_base, h0, tok_ok, sxh, H, D, BLOCK_H, BLOCK_D)
         x = tl.load(X + xo + d[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
         xp = tl.load(X + xo + partner[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        # one weight row for all heads unless TOGETHER. triton-ascend does not broadcast a pointer to a wider mask:
+        # there the mask keeps the pointer's shape (NVIDIA keeps its code, which broadcasts)
         w_row = h[None, :, None] * D if TOGETHER else 0
-        # the mask no wider than the pointer: one weight row for all heads unless TOGETHER (triton-ascend does not
-        # broadcast a pointer to its mask's shape)
-        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :] if TOGETHER else (d < D)[None, None, :]
+        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :]
+        if TRITON_ASCEND:
+            if not TOGETHER:
+                w_ok = (d < D)[None, None, :]
         w = tl.load(W + w_row + d[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
         wp = tl.load(W + w_row + partner[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
         rstd = _store_rstd(RSTD, x * x, eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
@@ -287,7 +290,10 @@ def _norm_rope_fwd_heads_halves(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh,
         x_lo = tl.load(X + xo + lo * sxd, mask=mask, other=0.0).to(tl.float32)
         x_hi = tl.load(X + xo + (lo + HALF) * sxd, mask=mask, other=0.0).to(tl.float32)
         w_row = h[None, :, None] * D if TOGETHER else 0
-        w_ok = (h < H)[None, :, None] & in_half if TOGETHER else in_half  # no wider than the pointer (see above)
+        w_ok = (h < H)[None, :, None] & in_half
+        if TRITON_ASCEND:  # (see above)
+            if not TOGETHER:
+                w_ok = in_half
         w_lo = tl.load(W + w_row + lo, mask=w_ok, other=0.0).to(tl.float32)
         w_hi = tl.load(W + w_row + lo + HALF, mask=w_ok, other=0.0).to(tl.float32)
         rstd = _store_rstd(RSTD, x_lo * x_lo + x_hi * x_hi, eps, tok, tok_ok, h, H * D if TOGETHER else D, H,
@@ -380,7 +386,10 @@ def _norm_rope_bwd_heads(DY, X, DX, W, RSTD, acc, tok, dy_base, x_base, dx_base,
         xo, _, _ = _head_tile(x_base, h0, tok_ok, sxh, H, D, BLOCK_H, BLOCK_D)
         x = tl.load(X + xo + d[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
         w_row = h[None, :, None] * D if TOGETHER else 0
-        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :] if TOGETHER else (d < D)[None, None, :]  # (as fwd)
+        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :]
+        if TRITON_ASCEND:
+            if not TOGETHER:
+                w_ok = (d < D)[None, None, :]
         w = tl.load(W + w_row + d[None, None, :], mask=w_ok, other=0.0).to(tl.float32) + weight_offset
         if TOGETHER:
             rstd = tl.load(RSTD + tok, mask=tok_ok, other=0.0)[:, None, None]
