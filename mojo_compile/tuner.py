@@ -1,7 +1,7 @@
 """The tuner: per op and shape bucket, time the candidate implementations once and keep the fastest.
 
     MOJO_TUNE=1                  tune (off by default: CI and first runs use each op's heuristic choice)
-    MOJO_TUNE_CACHE=path.json    where choices are kept (default ~/.cache/mojo_compile/tune.json)
+    MOJO_TUNE_CACHE=path.json    where choices are kept (default tune.json in MOJO_CACHE_DIR, ~/.cache/mojo_compile)
     MOJO_DETERMINISTIC=1         only candidates marked deterministic take part
 
 A choice is keyed by the device, the torch and triton versions, the op and a shape bucket (each size rounded up to a
@@ -33,8 +33,8 @@ def deterministic_only() -> bool:
 
 
 def cache_path() -> str:
-    default = os.path.join(os.path.expanduser("~"), ".cache", "mojo_compile", "tune.json")
-    return os.environ.get("MOJO_TUNE_CACHE", default)
+    from .pattern_cache import cache_dir
+    return os.environ.get("MOJO_TUNE_CACHE") or os.path.join(cache_dir(), "tune.json")
 
 
 def bucket(*values) -> str:

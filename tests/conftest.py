@@ -1,6 +1,9 @@
 """Test setup: on a machine without CUDA the Triton kernels run in the interpreter (CPU tensors), so the same tests
 check the kernels in CI and natively on a GPU."""
+import atexit
 import os
+import shutil
+import tempfile
 import zlib
 
 import pytest
@@ -8,6 +11,11 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # read when the kernels are defined: before any import of them
+
+if "MOJO_CACHE_DIR" not in os.environ:  # pattern traces and tuner choices: never the user's ~/.cache; one directory
+    # for the run, which pytest-xdist's workers inherit (so most of the suite runs on cached traces, as users do)
+    os.environ["MOJO_CACHE_DIR"] = tempfile.mkdtemp(prefix="mojo-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["MOJO_CACHE_DIR"], True)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNEL_TARGET_OK = DEVICE == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"

@@ -29,6 +29,7 @@ import torch
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from .. import pattern_cache
 from ..canonicalize import canonicalize
 
 log = logging.getLogger("mojo_compile")
@@ -66,6 +67,7 @@ class Pattern:
     family: str = ""
     tell_tales: tuple = ()
     optional: tuple = ()  # tensor parameters that may bind None too
+    builtin: bool = False  # registered by this package: its registration traces may come from pattern_cache
     _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
 
     @property
@@ -85,6 +87,7 @@ class Pattern:
 _PATTERNS: dict[str, Pattern] = {}
 _SEEN_GRAPHS: dict = collections.defaultdict(list)  # (fp32 forms of different spellings often trace alike)
 _SOURCES: dict = {}  # matched input nodes -> nn_module_stack of the matched code, until its Mojo op takes it
+_RETRACES: dict = {}  # (tracer, static argument description) -> search re-trace, within one rewrite()
 
 
 def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
@@ -93,6 +96,35 @@ def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModu
         gm = make_fx(fn, pre_dispatch=True)(*args)
     canonicalize(gm)
     return gm
+
+
+class _Tracer:
+    """The trace function one pattern input set hands Inductor's register_replacement, which calls it
+      - first to trace the search function for registration: from pattern_cache for a built-in pattern;
+      - then per candidate match, to re-trace the search function with the candidate's shapes and dtypes: reused
+        within one rewrite() for candidates whose arguments have the same static sizes, strides and dtypes (the
+        same site in the next layer), traced anew where any size is symbolic;
+      - and per accepted match, to trace the replacement: always anew (its graph's values belong to that match)."""
+
+    def __init__(self, pattern: Pattern):
+        self.pattern = pattern
+        self.registered = False
+
+    def __call__(self, fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
+        if not self.registered:
+            self.registered = True
+            if self.pattern.builtin:
+                return pattern_cache.traced(self.pattern.name, trace_pre_dispatch, fn, args)
+            return trace_pre_dispatch(fn, args)
+        if fn is not self.pattern.search:
+            return trace_pre_dispatch(fn, args)
+        try:
+            key = (id(self), repr([pattern_cache.describe_argument(a) for a in args]))
+        except pattern_cache.Unkeepable:
+            return trace_pre_dispatch(fn, args)
+        if key not in _RETRACES:
+            _RETRACES[key] = trace_pre_dispatch(fn, args)
+        return _RETRACES[key]
 
 
 def _as_input_sets(example_inputs) -> list[tuple]:
@@ -166,7 +198,7 @@ def register_pattern(
             raise PatternError(f"pattern {name!r}: {len(inputs)} example inputs for the {len(params) - len(scalars)} "
                                f"non-scalar parameters of search{tuple(params)}")
     pattern = Pattern(name, search, replacement, input_sets, scalars, extra_check, priority,
-                      family or name.split(".")[0], tuple(tell_tales), tuple(optional))
+                      family or name.split(".")[0], tuple(tell_tales), tuple(optional), builtin)
     if name in _PATTERNS:  # replace=True: the old one's traces must not make the new one's look like duplicates
         _forget_traces(_PATTERNS[name])
     if not lazy:
@@ -320,7 +352,7 @@ def _compile(pattern: Pattern) -> None:
             pattern_pass.seen_patterns = _SEEN_GRAPHS
         try:
             expr = pm.register_replacement(
-                pattern.search, pattern.replace, list(inputs), trace_pre_dispatch, pattern_pass,
+                pattern.search, pattern.replace, list(inputs), _Tracer(pattern), pattern_pass,
                 extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
                 **optional)
         except Exception as e:  # a user's search function that does not trace must say which pattern it is
@@ -510,6 +542,7 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     from torch._inductor.pattern_matcher import stable_topological_sort
 
     gm.graph.__dict__.pop("_mojo_touched", None)  # _touched_by_mutation's memo: computed anew for this graph
+    _RETRACES.clear()
     passes = []
     for pattern in registered_patterns():
         if pattern.enabled(disabled):
@@ -532,6 +565,7 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
                 _inherit_module_stack(node)
                 matches.append((pattern, node))
     _SOURCES.clear()
+    _RETRACES.clear()  # (the graphs hold this graph's fake values)
     gm.graph.__dict__.pop("_mojo_touched", None)
     gm.graph.eliminate_dead_code()
     gm.recompile()

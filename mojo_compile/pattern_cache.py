@@ -1,0 +1,267 @@
+"""The traced graphs of the built-in patterns, kept on disk between processes.
+
+Registering a pattern traces its search function (make_fx, then canonicalisation) once per example-input set. The
+built-ins have about 250 such sets, and tracing them is the largest fixed cost of a first compile. This module keeps
+each trace's graph -- its nodes' ops, targets, arguments and names, which is all Inductor's `fx_to_pattern` reads --
+as JSON, and rebuilds a GraphModule from it in the next process.
+
+What is kept is the graph, not Inductor's pattern: Inductor still builds the pattern from it, and still re-traces
+the search function for every candidate match with that candidate's shapes and dtypes (the soundness check that
+rejects near-misses). Inductor's own serialisation (`gen_register_replacement`, `search_fn_pattern=`) skips that
+re-trace, so we do not use it.
+
+An entry is sound by construction of its key and checked before it is written:
+  - the key holds the torch and Python versions, a hash of this package's source (patterns, canonicalisation rules,
+    ops: any edit invalidates every entry), the pattern's name and the description of each traced argument (shape,
+    strides, dtype, device, requires_grad; scalars by type and value);
+  - only patterns registered by this package are kept, and only while every canonicalisation rule comes from this
+    package: a user's pattern or rule always traces;
+  - an entry is written only if the graph rebuilt from its JSON prints exactly as the traced graph does; a graph
+    with anything JSON cannot name (a tensor constant, a callable that does not resolve back to itself) is not kept.
+
+    MOJO_CACHE_DIR=dir       the cache directory (default ~/.cache/mojo_compile), shared with the tuner's choices
+    MOJO_PATTERN_CACHE=0     trace every pattern (the cache is neither read nor written)
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import json
+import logging
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch.fx import Graph, GraphModule, Node
+
+log = logging.getLogger("mojo_compile")
+
+FORMAT = 1  # bump when the JSON layout changes
+
+
+def cache_dir() -> str:
+    return os.environ.get("MOJO_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mojo_compile")
+
+
+def enabled() -> bool:
+    return os.environ.get("MOJO_PATTERN_CACHE", "1") != "0"
+
+
+class Unkeepable(ValueError):
+    """A graph or argument this cache cannot write down exactly."""
+
+
+@functools.cache
+def _package_hash() -> str:
+    root = os.path.dirname(os.path.abspath(__file__))
+    digest = hashlib.sha256()
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as f:
+                    digest.update(f.read())
+    return digest.hexdigest()
+
+
+def _rules_are_ours() -> bool:
+    """Whether every canonicalisation rule comes from this package (a user's rule changes what a trace is)."""
+    from .canonicalize import RULES
+    package = __name__.rsplit(".", 1)[0]
+    return all((getattr(rule, "__module__", None) or "").split(".")[0] == package for rule in RULES.values())
+
+
+def describe_argument(value) -> Any:
+    """What of a traced argument can change its trace. Raises Unkeepable for a symbolic size."""
+    if isinstance(value, torch.Tensor):
+        sizes = (*value.shape, *value.stride(), value.storage_offset())
+        if any(not isinstance(s, int) for s in sizes):
+            raise Unkeepable("symbolic sizes")
+        return ["tensor", list(value.shape), list(value.stride()), value.storage_offset(), str(value.dtype),
+                str(value.device), bool(value.requires_grad)]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return [type(value).__name__, repr(value)]
+    if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return [type(value).__name__, str(value)]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [describe_argument(v) for v in value]]
+    if isinstance(value, torch.SymInt | torch.SymFloat | torch.SymBool):
+        raise Unkeepable("a symbolic scalar")
+    raise Unkeepable(f"an argument of type {type(value).__name__}")
+
+
+def entry_key(pattern_name: str, args: Sequence) -> Optional[str]:
+    """The file name of a registration trace's entry, or None where it is not to be kept."""
+    if not _rules_are_ours():
+        return None
+    try:
+        described = [describe_argument(a) for a in args]
+    except Unkeepable:
+        return None
+    text = json.dumps([FORMAT, torch.__version__, sys.version, _package_hash(), pattern_name, described])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _path(key: str) -> str:
+    return os.path.join(cache_dir(), "patterns", f"{key}.json")
+
+
+# -- graph <-> JSON -------------------------------------------------------------------------------------------------
+
+_TAGGED_TYPES = {"dtype": torch.dtype, "device": torch.device, "layout": torch.layout,
+                 "memory_format": torch.memory_format}
+
+
+def _named(kind: str, text: str):
+    if kind == "device":
+        return torch.device(text)
+    for value in vars(torch).values():  # torch.float32, torch.strided, torch.contiguous_format, ...
+        if isinstance(value, _TAGGED_TYPES[kind]) and str(value) == text:
+            return value
+    raise Unkeepable(f"no torch {kind} prints as {text}")
+
+
+def _encode_target(target) -> dict:
+    if isinstance(target, torch._ops.OpOverload):
+        return {"op": [target.namespace, target._opname, target._overloadname]}
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if module and name and _resolve(module, name) is target:
+        return {"fn": [module, name]}
+    raise Unkeepable(f"target {target!r}")
+
+
+def _resolve(module: str, qualname: str):
+    try:
+        value = importlib.import_module(module)
+        for part in qualname.split("."):
+            value = getattr(value, part)
+        return value
+    except (ImportError, AttributeError):
+        return None
+
+
+def _decode_target(encoded: dict):
+    if "op" in encoded:
+        namespace, name, overload = encoded["op"]
+        return getattr(getattr(getattr(torch.ops, namespace), name), overload)
+    target = _resolve(*encoded["fn"])
+    if target is None:
+        raise Unkeepable(f"{encoded['fn']} does not resolve")
+    return target
+
+
+def _encode(value) -> Any:
+    if isinstance(value, Node):
+        return {"node": value.name}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"dict": [[k, _encode(v)] for k, v in value.items()]}
+    if isinstance(value, slice):
+        return {"slice": [_encode(value.start), _encode(value.stop), _encode(value.step)]}
+    for kind, cls in _TAGGED_TYPES.items():
+        if isinstance(value, cls):
+            return {kind: str(value)}
+    raise Unkeepable(f"an argument of type {type(value).__name__}")
+
+
+def _decode(value, nodes: dict) -> Any:
+    if isinstance(value, list):
+        return [_decode(v, nodes) for v in value]
+    if not isinstance(value, dict):
+        return value
+    (kind, body), = value.items()
+    if kind == "node":
+        return nodes[body]
+    if kind == "tuple":
+        return tuple(_decode(v, nodes) for v in body)
+    if kind == "dict":
+        return {k: _decode(v, nodes) for k, v in body}
+    if kind == "slice":
+        return slice(*(_decode(v, nodes) for v in body))
+    return _named(kind, body)
+
+
+def graph_to_json(graph: Graph) -> list:
+    nodes = []
+    for node in graph.nodes:
+        if node.op not in ("placeholder", "call_function", "output"):
+            raise Unkeepable(f"a {node.op} node")
+        target = node.target if node.op == "placeholder" else (
+            None if node.op == "output" else _encode_target(node.target))
+        nodes.append([node.op, node.name, target, _encode(node.args), _encode(node.kwargs)])
+    return nodes
+
+
+def graph_from_json(nodes: list) -> GraphModule:
+    from torch.fx._lazy_graph_module import _LazyGraphModule  # code generated when first called, never here
+
+    graph, by_name = Graph(), {}
+    for op, name, target, args, kwargs in nodes:
+        if op == "call_function":
+            target = _decode_target(target)
+        elif op == "output":
+            target = "output"
+        node = graph.create_node(op, target, _decode(args, by_name), _decode(kwargs, by_name), name=name)
+        if node.name != name:
+            raise Unkeepable(f"node {name} came back as {node.name}")
+        by_name[name] = node
+    return _LazyGraphModule(torch.nn.Module(), graph)
+
+
+# -- the cache ------------------------------------------------------------------------------------------------------
+
+def load(key: str) -> Optional[GraphModule]:
+    try:
+        with open(_path(key)) as f:
+            return graph_from_json(json.load(f))
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # a damaged or foreign entry: trace instead (and overwrite it)
+        log.debug("mojo: pattern cache entry %s unreadable (%s: %s); tracing", key, type(e).__name__, e)
+        return None
+
+
+def store(key: str, gm: GraphModule) -> bool:
+    """Write the traced graph under `key` if its JSON rebuilds a graph that prints identically."""
+    try:
+        nodes = graph_to_json(gm.graph)
+        text = json.dumps(nodes)
+        if str(graph_from_json(json.loads(text)).graph) != str(gm.graph):
+            raise Unkeepable("the rebuilt graph prints differently")
+    except Unkeepable as e:
+        log.debug("mojo: pattern trace %s not cached: %s", key, e)
+        return False
+    path = _path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)  # atomic: a concurrent reader sees the old entry or the whole new one
+    except OSError as e:  # a read-only home: tracing every time is correct, only slower
+        log.debug("mojo: pattern cache not writable (%s)", e)
+        return False
+    return True
+
+
+def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule], fn: Callable,
+           args: Sequence) -> GraphModule:
+    """`trace(fn, args)`, from the cache where an entry for this pattern and these arguments exists."""
+    key = entry_key(pattern_name, args) if enabled() else None
+    if key is not None:
+        gm = load(key)
+        if gm is not None:
+            return gm
+    gm = trace(fn, args)
+    if key is not None:
+        store(key, gm)
+    return gm

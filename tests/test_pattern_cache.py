@@ -1,0 +1,200 @@
+"""pattern_cache: the built-in patterns' registration traces kept on disk, and the search re-traces reused within one
+rewrite. What is cached must change nothing: the same graphs, the same matches, the same numbers."""
+import json
+import os
+
+import pytest
+import torch
+from torch.fx import GraphModule
+
+import mojo_compile
+from mojo_compile import canonicalize, pattern_cache, patterns
+from conftest import DEVICE
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOJO_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("MOJO_PATTERN_CACHE", raising=False)
+    patterns.load_fusions()
+    patterns.forget_traces()
+    yield tmp_path
+    patterns.forget_traces()  # the next test traces under its own cache directory
+
+
+def entries(directory) -> list:
+    folder = directory / "patterns"
+    return sorted(os.listdir(folder)) if folder.exists() else []
+
+
+def register_all() -> None:
+    for pattern in patterns.registered_patterns():
+        if pattern._passes is None:
+            patterns._compile(pattern)
+
+
+def record(monkeypatch, name):
+    """Every graph pattern_cache.traced returns, by its cache key."""
+    seen = {}
+    original = getattr(pattern_cache, name)
+
+    def wrapped(key, *rest):
+        out = original(key, *rest)
+        gm = rest[0] if name == "store" else out
+        if gm is not None:
+            seen[key] = str(gm.graph)
+        return out
+
+    monkeypatch.setattr(pattern_cache, name, wrapped)
+    return seen
+
+
+def test_every_builtin_trace_is_kept_and_comes_back_identical(cache_dir, monkeypatch):
+    stored = record(monkeypatch, "store")
+    register_all()
+    total = sum(len(p._passes) for p in patterns.registered_patterns())
+    assert len(entries(cache_dir)) == len(stored) >= total > 100  # (duplicate traces are registered once)
+
+    patterns.forget_traces()
+    loaded = record(monkeypatch, "load")
+    monkeypatch.setattr(patterns, "trace_pre_dispatch", lambda *a, **k: pytest.fail("traced with a warm cache"))
+    register_all()
+    assert loaded == stored
+    assert sum(len(p._passes) for p in patterns.registered_patterns()) == total
+
+
+def tiny_llama():
+    import transformers
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model.to(DEVICE).eval()
+
+
+def compiled_logits(model, ids):
+    torch._dynamo.reset()
+    out = torch.compile(model, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(ids).logits
+    graph = mojo_compile.last_report().graphs[0]
+    return out, graph.counts()
+
+
+def test_a_model_compiles_the_same_cold_and_warm(cache_dir, monkeypatch):
+    model, ids = tiny_llama(), torch.randint(0, 128, (2, 11), device=DEVICE)
+    with torch.no_grad():
+        cold, cold_counts = compiled_logits(model, ids)
+        assert entries(cache_dir)
+        patterns.forget_traces()
+        warm, warm_counts = compiled_logits(model, ids)
+        monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+        patterns.forget_traces()
+        traced, traced_counts = compiled_logits(model, ids)
+    assert cold_counts == warm_counts == traced_counts and cold_counts.get("mojo.rms_norm")
+    assert torch.equal(cold, warm) and torch.equal(cold, traced)
+
+
+def test_switched_off_it_neither_reads_nor_writes(cache_dir, monkeypatch):
+    monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+    monkeypatch.setattr(pattern_cache, "load", lambda key: pytest.fail("read"))
+    register_all()
+    assert entries(cache_dir) == []
+
+
+def test_user_patterns_always_trace(cache_dir):
+    def search(x, w):
+        return x * w + 1.5
+
+    def replace(x, w):
+        return torch.addcmul(torch.full_like(x, 1.5), x, w)
+
+    x = torch.randn(4, 8)
+    try:
+        mojo_compile.register_pattern("user.cache_probe", search, replace, (x, torch.randn(8)))
+        pattern = patterns._PATTERNS["user.cache_probe"]
+        assert not pattern.builtin and pattern._passes
+        assert entries(cache_dir) == []  # lazy=False: traced at registration, and not kept
+    finally:
+        mojo_compile.unregister_pattern("user.cache_probe")
+
+
+def _user_rule(node):
+    return None
+
+
+def test_a_foreign_canonicalisation_rule_turns_the_cache_off(cache_dir, monkeypatch):
+    x = torch.randn(2, 3)
+    assert pattern_cache.entry_key("p", [x]) is not None
+    monkeypatch.setitem(canonicalize.RULES, torch.ops.aten.sin.default, _user_rule)
+    assert pattern_cache.entry_key("p", [x]) is None
+
+
+def test_the_key_tells_apart_everything_that_changes_a_trace(monkeypatch):
+    x = torch.randn(4, 8)
+    base = pattern_cache.entry_key("p", [x, 1e-6])
+    variants = [("q", [x, 1e-6]), ("p", [x.bfloat16(), 1e-6]), ("p", [torch.randn(4, 9), 1e-6]),
+                ("p", [x.t().contiguous().t(), 1e-6]), ("p", [x.requires_grad_(False).clone().requires_grad_(), 1e-6]),
+                ("p", [x, 1e-5]), ("p", [x, 1]), ("p", [x[1:], 1e-6]), ("p", [x, True])]
+    keys = {pattern_cache.entry_key(name, args) for name, args in variants}
+    assert base not in keys and len(keys) == len(variants)
+    monkeypatch.setattr(pattern_cache, "_package_hash", lambda: "another source")
+    assert pattern_cache.entry_key("p", [x, 1e-6]) != base
+
+
+def test_a_damaged_entry_is_traced_again_and_rewritten(cache_dir):
+    register_all()
+    name = entries(cache_dir)[0]
+    path = cache_dir / "patterns" / name
+    good = path.read_text()
+    path.write_text(good[: len(good) // 2])
+    patterns.forget_traces()
+    register_all()
+    assert path.read_text() == good
+
+
+def test_what_json_cannot_name_is_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("MOJO_CACHE_DIR", str(tmp_path))
+
+    class WithConstant(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("c", torch.randn(3))
+
+        def forward(self, x):
+            return x + self.c
+
+    gm = torch.fx.symbolic_trace(WithConstant())  # a get_attr node
+    assert not pattern_cache.store("k", gm)
+    plain = patterns.trace_pre_dispatch(lambda x: (x[1:, None] + 2.0).to(torch.bfloat16).sum((0, 1)), [torch.randn(5, 3)])
+    assert pattern_cache.store("k2", plain)
+    rebuilt = pattern_cache.load("k2")
+    assert isinstance(rebuilt, GraphModule) and str(rebuilt.graph) == str(plain.graph)
+    x = torch.randn(5, 3)
+    assert torch.equal(rebuilt(x), plain(x))
+    assert json.loads((tmp_path / "patterns" / "k2.json").read_text())
+
+
+def test_search_retraces_are_reused_within_a_rewrite_only(cache_dir, monkeypatch):
+    """Layers with the same shapes share a search re-trace; the matches and numbers are those of tracing each."""
+    model, ids = tiny_llama(), torch.randint(0, 128, (2, 11), device=DEVICE)
+    traces = []
+    original = patterns.trace_pre_dispatch
+    monkeypatch.setattr(patterns, "trace_pre_dispatch", lambda fn, args, **k: traces.append(fn) or original(fn, args))
+    with torch.no_grad():
+        register_all()
+        traces.clear()
+        reused, reused_counts = compiled_logits(model, ids)
+        reused_traces = len(traces)
+        assert not patterns._RETRACES  # nothing held after the rewrite
+        monkeypatch.setattr(patterns._Tracer, "__call__", _always_trace)
+        traces.clear()
+        each, each_counts = compiled_logits(model, ids)
+    assert reused_counts == each_counts and torch.equal(reused, each)
+    assert reused_traces < len(traces)
+
+
+def _always_trace(self, fn, args, **_):
+    return patterns.trace_pre_dispatch(fn, args)
