@@ -168,7 +168,8 @@ def test_what_json_cannot_name_is_not_kept(tmp_path, monkeypatch):
 
     gm = torch.fx.symbolic_trace(WithConstant())  # a get_attr node
     assert not pattern_cache.store("k", gm)
-    plain = patterns.trace_pre_dispatch(lambda x: (x[1:, None] + 2.0).to(torch.bfloat16).sum((0, 1)), [torch.randn(5, 3)])
+    plain = patterns.trace_pre_dispatch(lambda x: (x[1:, None] + 2.0).to(torch.bfloat16).sum((0, 1)),
+                                        [torch.randn(5, 3)])
     assert pattern_cache.store("k2", plain)
     rebuilt = pattern_cache.load("k2")
     assert isinstance(rebuilt, GraphModule) and str(rebuilt.graph) == str(plain.graph)
