@@ -101,3 +101,113 @@ def test_add_with_alpha_in_a_mask(fn, dynamic, target):
     report = check(fn, target, dynamic)
     if fn is alpha_two:
         assert [s.detail for s in report.sites] == ["mask: tensor"]
+
+
+# -------------------------------------------------------------------------------- runtime query positions
+# A StaticCache's masks: key j (a cache slot) is allowed for query i iff j <= its position, the positions being
+# runtime data (cache_position, or the cache's write counter). Proven, they become causal attention at those
+# positions (the op's q_pos), so the kernels read only the keys up to the last position.
+CACHE = 13  # Skv: the whole cache, longer than the queries
+
+
+class CounterCache(torch.nn.Module):
+    """A cache with a write counter, as transformers' static cache layers keep one: the step builds its mask from
+    the counter, then writes its keys at the counter and increments it (in place, after the mask was built)."""
+
+    def __init__(self, window=0, additive=False, bump_first=False):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(B, H, CACHE, D, device=DEVICE))
+        self.register_buffer("v", torch.zeros(B, H, CACHE, D, device=DEVICE))
+        self.register_buffer("count", torch.tensor(0, device=DEVICE))
+        self.window, self.additive, self.bump_first = window, additive, bump_first
+
+    def forward(self, q, k, v):
+        s = q.shape[2]
+        if self.bump_first:  # the counter moved before the mask reads it: the mask sees the new value
+            self.count.add_(s)
+        positions = self.count + torch.arange(s, device=q.device) - (s if self.bump_first else 0)
+        j = torch.arange(CACHE, device=q.device)
+        mask = j[None, None, None, :] <= positions[None, None, :, None]
+        if self.window:
+            mask = mask & (j[None, None, None, :] > positions[None, None, :, None] - self.window)
+        slots = positions.clamp(max=CACHE - 1)
+        self.k.index_copy_(2, slots, k)
+        self.v.index_copy_(2, slots, v)
+        if not self.bump_first:
+            self.count.add_(s)
+        if self.additive:
+            mask = torch.where(mask, 0.0, torch.finfo(q.dtype).min)
+        return F.scaled_dot_product_attention(q, self.k, self.v, attn_mask=mask.expand(q.shape[0], 1, -1, -1))
+
+
+def run_steps(cache, compiled_cache, lengths):
+    """Prefill then decode steps, the compiled cache against the eager one (each step's fresh q, k, v)."""
+    for s in lengths:
+        q, k, v = (torch.randn(B, H, s, D, device=DEVICE) for _ in range(3))
+        got, want = compiled_cache(q, k, v), cache(q, k, v)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)  # fp32 in both, another order
+    torch.testing.assert_close(compiled_cache.count, cache.count, rtol=0, atol=0)
+    return mojo_compile.last_report()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("window", [0, 3])
+def test_write_counter_positions_become_causal_at_those_positions(window, target):
+    """The counter is incremented in place after the mask read it: the positions are the value it had there (the
+    steps' outputs would be one key off otherwise). Prefill 4 and 1-token steps, past the window."""
+    eager, module = CounterCache(window), CounterCache(window)
+    compiled_module = torch.compile(module, backend="mojo", options=mojo_options(target))
+    report = run_steps(eager, compiled_module, [4, 1, 1, 1, 1])
+    expected = "causal" + (f", window {window}" if window else "") + " at the query positions from"
+    details = [s.detail for s in report.sites]
+    assert details and all(d.startswith(f"mask: {expected}") for d in details), details
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_counter_moved_before_the_mask_keeps_the_tensor(target):
+    """Written in place before the mask reads it: not a function of the graph's input value, never proven."""
+    eager, module = CounterCache(bump_first=True), CounterCache(bump_first=True)
+    report = run_steps(eager, torch.compile(module, backend="mojo", options=mojo_options(target)), [3, 1, 1])
+    assert {s.detail for s in report.sites} == {"mask: tensor"}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_additive_mask_at_runtime_positions_keeps_the_tensor(target):
+    """Additive: a row with no allowed key (a position before the first slot) is uniform in eager, empty under a
+    structure; the positions are data, so such a row cannot be ruled out."""
+    eager, module = CounterCache(additive=True), CounterCache(additive=True)
+    report = run_steps(eager, torch.compile(module, backend="mojo", options=mojo_options(target)), [3, 1])
+    assert {s.detail for s in report.sites} == {"mask: tensor"}
+
+
+def at_positions(q, k, v, positions):
+    mask = torch.arange(k.shape[2], device=q.device)[None, :] <= positions[:, None]  # 2-D: broadcast by SDPA
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def at_batch_positions(q, k, v, positions):
+    mask = torch.arange(k.shape[2], device=q.device)[None, None, None, :] <= positions[:, None, :, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_positions_in_any_order_and_out_of_range(dynamic, target):
+    """Positions as data: unordered, past the last key (every key allowed) and before the first (a row with no key:
+    0, as eager's SDPA gives)."""
+    q, k, v = torch.randn(B, H, 5, D, device=DEVICE), *(torch.randn(B, H, 11, D, device=DEVICE) for _ in range(2))
+    positions = torch.tensor([6, 2, 30, -1, 9], device=DEVICE)
+    got = compiled(at_positions, target, dynamic)(q, k, v, positions)
+    torch.testing.assert_close(got, at_positions(q, k, v, positions), rtol=1e-5, atol=1e-5)
+    details = [s.detail for s in mojo_compile.last_report().sites]
+    assert details and all(d.startswith("mask: causal at the query positions from arg") for d in details), details
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_positions_per_batch_keep_the_tensor(target):
+    """position_ids-style [B, Sq] positions: the op has one position per query row, so this is not proven."""
+    q, k, v = torch.randn(B, H, 4, D, device=DEVICE), *(torch.randn(B, H, 9, D, device=DEVICE) for _ in range(2))
+    positions = torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]], device=DEVICE)
+    got = compiled(at_batch_positions, target, False)(q, k, v, positions)
+    torch.testing.assert_close(got, at_batch_positions(q, k, v, positions), rtol=1e-5, atol=1e-5)
+    assert {s.detail for s in mojo_compile.last_report().sites} == {"mask: tensor"}

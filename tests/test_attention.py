@@ -215,7 +215,7 @@ def test_classify_proves_only_what_holds():
     assert classify(top_left[None, None], 3, 8) is None
 
 
-def test_mask_from_a_runtime_input_is_not_evaluated():
+def test_mask_from_runtime_positions_is_causal_at_those_positions():
     def attend(q, k, v, positions):
         mask = torch.arange(k.shape[2], device=q.device)[None, :] <= positions[:, None]
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -223,7 +223,8 @@ def test_mask_from_a_runtime_input_is_not_evaluated():
     q, k, v = (torch.randn(1, 2, 5, 8, device=DEVICE) for _ in range(3))
     positions = torch.arange(5, device=DEVICE)
     out = torch.compile(attend, backend="mojo", options={"inner_compiler": "eager"})(q, k, v, positions)
-    assert [s.detail for s in mojo_compile.last_report().sites] == ["mask: tensor"]
+    assert [s.detail for s in mojo_compile.last_report().sites] == [
+        "mask: causal at the query positions from arg2_1 (proven from the mask subgraph)"]
     torch.testing.assert_close(out, attend(q, k, v, positions), rtol=1e-5, atol=1e-5)
 
 
@@ -251,9 +252,9 @@ def test_bad_arguments_are_clear_errors():
 
 @pytest.mark.parametrize("inner", ["eager"] + (["inductor"] if DEVICE == "cuda" else []))
 def test_generate_with_static_cache_gives_eager_tokens(inner):
-    """`generate` compiles its decode step with backend="mojo" (HF CompileConfig): the decode mask comes from the
-    runtime cache_position, so it stays a (bool) tensor; the greedy tokens are eager's. With Inductor the kernels
-    are inlined into its graph (the bool mask reaches them as bytes)."""
+    """`generate` compiles its decode step with backend="mojo" (HF CompileConfig); the greedy tokens are eager's.
+    The decode mask is a graph input (transformers 5.2x builds it outside the compiled step), kept as a bool
+    tensor. With Inductor the kernels are inlined into its graph (the bool mask reaches them as bytes)."""
     from transformers import CompileConfig
 
     model = build("llama", "sdpa", torch.float32)

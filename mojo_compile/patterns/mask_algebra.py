@@ -21,7 +21,7 @@ from sympy.core.function import AppliedUndef
 import torch
 from torch.fx import Node
 
-from ..canonicalize import _touched_by_mutation
+from ..canonicalize import _view_base, written_by
 
 aten = torch.ops.aten
 INT64_MAX = 9223372036854775807
@@ -176,7 +176,7 @@ def _runtime(node: Node) -> Optional[Formula]:
     """A runtime integer / bool tensor: the function named after its node, applied to its indices (a bool tensor as
     `f(...) != 0`, the form `.bool()` of an integer tensor takes too)."""
     val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor) or val.dtype.is_floating_point or val.dtype.is_complex or val.dim() == 0:
+    if not isinstance(val, torch.Tensor) or val.dtype.is_floating_point or val.dtype.is_complex:
         return None
     value = sympy.Function(node.name)(*(X(k) for k in range(val.dim())))
     return Formula(sympy.Ne(value, 0) if val.dtype == torch.bool else value, [_size(s) for s in val.shape])
@@ -231,26 +231,57 @@ RULES = {
 }
 
 
-def evaluate(mask: Node) -> Optional[Formula]:
-    """The mask's formula, or None where any part of its subgraph is not index arithmetic over sizes."""
+class Writes:
+    """Where a graph's in-place ops write (a StaticCache's index_copy_ into its cache, the `add_` of its write
+    counter, `m[:, 0] = True`): each written tensor, with the tensors it is a view of, -> its first write."""
+
+    def __init__(self, graph):
+        self.position, self.first = {}, {}
+        for position, node in enumerate(graph.nodes):
+            self.position[node] = position
+            for value in written_by(node):
+                while isinstance(value, Node):
+                    self.first.setdefault(value, position)
+                    value = _view_base(value)
+
+    def before(self, node: Node, reader: Node) -> bool:
+        """Whether node, or a tensor it is a view of, is written in place before `reader` reads it (then what
+        reader reads is not the value node was computed with)."""
+        limit = self.position[reader]
+        while node is not None:
+            if self.first.get(node, limit) < limit:
+                return True
+            node = _view_base(node)
+        return False
+
+
+def evaluate(mask: Node, reader: Optional[Node] = None) -> Optional[Formula]:
+    """The formula of the mask that `reader` (the attention op; default: the mask's own node) reads, or None where
+    any part of its subgraph is not index arithmetic over sizes and runtime tensors. Each node of the subgraph must
+    read its inputs as they were computed (or, for a runtime input, as the graph received it): none written in
+    place before it reads them; nor may the mask be before `reader` reads it. A runtime input written later (a
+    cache's write counter, incremented after the step's mask is built) is fine."""
+    writes = Writes(mask.graph)
+    if reader is not None and writes.before(mask, reader):
+        return None
     env: dict = {}
 
     def visit(node: Node) -> Optional[Formula]:
         if node in env:
             return env[node]
         if node.op == "placeholder":  # (a SymInt placeholder is read through its users' meta, not here)
-            env[node] = None if _touched_by_mutation(node) else _runtime(node)
+            env[node] = _runtime(node)
             return env[node]
         if node.op != "call_function":
             return None
-        if _touched_by_mutation(node):
-            return None  # written in place after it was computed (`m[:, 0] = True`): the formula would be stale
         rule = RULES.get(node.target)
         if rule is None:
             return None
         for a in node.all_input_nodes:
             if a.op == "placeholder" and isinstance(a.meta.get("val"), torch.SymInt):
                 continue  # a size: arange(s0) reads it from the node's meta below
+            if writes.before(a, node):
+                return None  # written in place before this read (`m[:, 0] = True`): the formula would be stale
             if visit(a) is None:
                 return None
         args = []
@@ -289,53 +320,115 @@ def _canonical(expr):
     return expr.replace(lambda e: e.is_Relational, lambda e: e.canonical)
 
 
+def _opaque(*exprs) -> list:
+    """The formulas with each runtime value (a tensor read at an index: an applied function) replaced by an integer
+    symbol of its own. sympy's simplify mishandles applied undefined functions in relations (1.14 turns
+    `(X3 <= f()) & (X3 > f() - 3)` into `(X3 < f()) & ...`); and what holds for every value of a free integer
+    holds for every tensor's values (the runtime tensors are integer or bool)."""
+    atoms = sorted(set().union(*(e.atoms(AppliedUndef) for e in exprs)), key=str)
+    symbols = {atom: sympy.Symbol(f"_runtime{k}", integer=True) for k, atom in enumerate(atoms)}
+    return [e.xreplace(symbols) for e in exprs]
+
+
 def equivalent(expr, target) -> bool:
     """Whether two boolean formulas of the index symbols agree everywhere (relations as canonical atoms)."""
+    expr, target = _opaque(expr, target)
     expr, target = _canonical(sympy.simplify(expr)), _canonical(target)
     return sympy.simplify_logic(sympy.Xor(expr, target)) == sympy.false
 
 
-def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[str]]]:
-    """(causal, window, keys) if the 4-D mask formula [B, H, Sq, Skv] is exactly no mask / causal / causal + sliding
-    window, for every size, and with `keys` (a runtime tensor's node name) also `keys[b, j] != 0` -- key padding
-    from the user's attention_mask; with Sq and Skv the same size (bottom-right = top-left); else None."""
-    if formula.rank != 4 or formula.expr.has(X(1)):
+def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[str], Optional[sympy.Basic]]]:
+    """(causal, window, keys, positions) if the mask formula, broadcast to [B, H, Sq, Skv], is exactly one of
+      - no mask / causal / causal + sliding window, with Sq and Skv the same size (bottom-right = top-left):
+        positions None;
+      - `j <= P(i)` (causal) and optionally `j > P(i) - window`, where the query positions P are a formula of the
+        query index and of 1-D runtime tensors read at it -- what HF builds from cache_position for a StaticCache,
+        whose Skv is the cache length: positions P (Sq and Skv may differ);
+    with `keys` (a runtime tensor's node name) also `keys[b, j] != 0` -- key padding from the user's attention_mask.
+    Else None. Exact for every size and every value of the runtime tensors."""
+    if formula.rank > 4:
         return None
-    if not all(same_size(n, m) for n, m in ((sq, skv), (sq, formula.shape[2]), (skv, formula.shape[3]))):
+    expr = _shift(formula, 4 - formula.rank)  # SDPA broadcasts a lower-rank mask from the right
+    shape = [1] * (4 - formula.rank) + list(formula.shape)
+    if expr.has(X(1)) or not (same_size(sq, shape[2]) or shape[2] == 1) or not same_size(skv, shape[3]):
         return None
-    expr, i, j = formula.expr, X(2), X(3)
+    i, j = X(2), X(3)
     keys, padding = _key_padding(expr)
-    if keys is None and expr.atoms(AppliedUndef):
-        return None  # runtime data in some other form
     core = sympy.simplify(expr.xreplace({padding: sympy.true})) if keys is not None else expr
     if core.has(X(0)):
         return None
-    candidates = [(False, 0, sympy.true), (True, 0, sympy.Le(j, i))]
-    candidates += [(True, w, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i))) for w in _window_candidates(core, i, j)]
-    for causal, window, allowed in candidates:
-        if equivalent(expr, sympy.And(allowed, padding)):  # the proof: the whole formula, padding included
-            return causal, window, keys
+    if not core.atoms(AppliedUndef):
+        if not same_size(sq, skv):
+            return None
+        candidates = [(False, 0, sympy.true), (True, 0, sympy.Le(j, i))]
+        candidates += [(True, w, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i)))
+                       for w in _window_candidates(core, i, j)]
+        for causal, window, allowed in candidates:
+            if equivalent(expr, sympy.And(allowed, padding)):  # the proof: the whole formula, padding included
+                return causal, window, keys, None
+        return None
+    for positions in _position_candidates(core, i, j):
+        candidates = [(0, sympy.Le(j, positions))]
+        candidates += [(w, sympy.And(sympy.Gt(j, positions - w), sympy.Le(j, positions)))
+                       for w in _window_candidates(core, i, j, positions)]
+        for window, allowed in candidates:
+            if equivalent(expr, sympy.And(allowed, padding)):
+                return True, window, keys, positions
     return None
 
 
 def _key_padding(expr) -> tuple[Optional[str], sympy.Basic]:
-    """(name, atom) when the formula's one runtime-data atom is `name(X0, X3) != 0`: a [B, Skv] tensor read at
-    (batch, key); else (None, true)."""
-    atoms = [a for a in expr.atoms(sympy.Rel) if a.atoms(AppliedUndef)]
-    if len(atoms) != 1 or not isinstance(atoms[0], sympy.Ne) or atoms[0].rhs != 0:
+    """(name, atom) when the formula has one atom `name(X0, X3) != 0`: a [B, Skv] tensor read at (batch, key);
+    else (None, true)."""
+    atoms = [a for a in expr.atoms(sympy.Rel) if isinstance(a, sympy.Ne) and a.rhs == 0
+             and isinstance(a.lhs, AppliedUndef) and a.lhs.args == (X(0), X(3))]
+    if len(atoms) != 1:
         return None, sympy.true
-    fn = atoms[0].lhs
-    if not isinstance(fn, AppliedUndef) or fn.args != (X(0), X(3)):
-        return None, sympy.true
-    return fn.func.__name__, atoms[0]
+    return atoms[0].lhs.func.__name__, atoms[0]
 
 
-def _window_candidates(expr, i, j) -> list[int]:
-    """Integers w for which `j > i - w` could be one of the formula's relations."""
+def position_terms(expr) -> Optional[list[tuple[int, sympy.Basic]]]:
+    """expr as (integer, factor) terms, each factor 1, the query index X2, a 0-d runtime tensor (`f()`: a cache's
+    write counter), or a 1-D one read at X2 or at a fixed element (`f(X2)`, `f(0)`: a size-1 dim reads element 0):
+    what mask_analysis can compute as a [Sq] tensor of query positions. None for anything else."""
+    terms = []
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, factor = term.as_coeff_Mul()
+        runtime = isinstance(factor, AppliedUndef) and (not factor.args or len(factor.args) == 1 and (
+            factor.args[0] == X(2) or (factor.args[0].is_Integer and factor.args[0] >= 0)))
+        if not coeff.is_Integer or not (factor == 1 or factor == X(2) or runtime):
+            return None
+        terms.append((int(coeff), factor))
+    return terms
+
+
+def _position_candidates(core, i, j) -> list:
+    """Formulas P for which `j <= P` could be one of the formula's relations, each of the query index and of runtime
+    tensors read at it (`position_terms`)."""
+    out = []
+    for atom in core.atoms(sympy.Rel):
+        diff = sympy.expand(atom.lhs - atom.rhs)
+        coeff = diff.coeff(j)
+        rest = sympy.expand(diff - coeff * j)
+        if abs(coeff) != 1 or rest.has(j, X(0), X(1)):
+            continue
+        for bound in (-rest * coeff, -rest * coeff - 1):  # j <= bound or j < bound + 1, whichever the atom says
+            if position_terms(bound) is not None and bound.atoms(AppliedUndef) and bound not in out:
+                out.append(bound)
+    return out
+
+
+def _window_candidates(expr, i, j, positions=None) -> list[int]:
+    """Integers w for which `j > P - w` could be one of the formula's relations (P: the query positions, i
+    without them)."""
+    position = i if positions is None else positions
     out = []
     for atom in expr.atoms(sympy.Rel):
         diff = sympy.expand(atom.lhs - atom.rhs)
-        rest = diff - diff.coeff(i) * i - diff.coeff(j) * j
-        if rest.is_Integer and abs(diff.coeff(i)) == 1 and abs(diff.coeff(j)) == 1:
-            out += [int(abs(rest)), int(abs(rest)) + 1]
+        if abs(diff.coeff(j)) != 1:
+            continue
+        for sign in (1, -1):  # j - P + w or P - w - j, as the relation is written
+            rest = sympy.expand(sign * diff - j + position)
+            if rest.is_Integer:
+                out += [int(abs(rest)), int(abs(rest)) + 1]
     return sorted({w for w in out if w > 0})

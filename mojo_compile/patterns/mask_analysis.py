@@ -4,11 +4,14 @@ where it is proven to be causal (bottom-right aligned), causal with a sliding wi
 
 A mask that depends on no runtime input (what HF builds for a prefill from aranges, position ids derived from
 them, the packed-sequence check, the sliding-window overlay) is a function of the sizes alone. Static sizes: it is
-a constant of the compiled graph, evaluated once and classified (`classify`). Symbolic sizes, or the user's
-attention_mask among its inputs: it is evaluated as a formula of its indices (mask_algebra.py, the attention_mask
-an uninterpreted function of its own) and the formula compared. Anything else (an additive padding mask, whose
-fully padded rows eager makes uniform; a StaticCache decode mask built from cache_position) keeps the tensor.
-Proven, never assumed.
+a constant of the compiled graph, evaluated once and classified (`classify`). Symbolic sizes, or runtime inputs
+among its inputs (the user's attention_mask, a StaticCache's cache_position): it is evaluated as a formula of its
+indices (mask_algebra.py, each runtime tensor an uninterpreted function of its own) and the formula compared.
+A mask `key j <= P(i)` whose query positions P are runtime data (HF's StaticCache masks: key j is allowed for the
+query at cache_position[i], and Skv is the whole cache) becomes causal attention at those positions: the op's q_pos,
+computed in the graph from the same tensors, so the kernels read only the keys up to the last position, not the
+cache's unfilled tail. Anything else (an additive mask with padding or runtime positions, whose fully masked rows
+eager makes uniform) keeps the tensor. Proven, never assumed.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import logging
 from dataclasses import dataclass
 from typing import Optional
 
+import sympy
 import torch
+from sympy.core.function import AppliedUndef
 from torch.fx import GraphModule, Node
 
 from ..canonicalize import _touched_by_mutation
@@ -33,9 +38,13 @@ class MaskStructure:
     causal: bool
     window: int = 0
     keys: Optional[Node] = None  # a runtime [B, Skv] tensor: key j of batch b is allowed iff keys[b, j] != 0
+    positions: Optional[sympy.Basic] = None  # the query positions as a formula (mask_algebra.position_terms)
 
     def describe(self) -> str:
         kind = ("causal" if self.causal else "") + (f", window {self.window}" if self.window else "")
+        if self.positions is not None:
+            sources = sorted(f.func.__name__ for f in self.positions.atoms(AppliedUndef))
+            kind += f" at the query positions from {', '.join(sources)}"
         if self.keys is not None:
             kind = f"{kind} + key padding" if kind else "key padding"
         return kind or "none"
@@ -155,12 +164,73 @@ def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
     found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
     if found is None:
         return None
-    causal, window, keys = found
-    if keys is None:
+    causal, window, keys, positions = found
+    if keys is None and positions is None:
         return MaskStructure(causal, window)
-    if allowed is not mask:
-        return None  # additive: eager gives a fully padded row 1/n per key, a structure gives it nothing
-    return MaskStructure(causal, window, next(n for n in gm.graph.nodes if n.name == keys))
+    if allowed is not mask:  # additive: eager gives a fully masked row (padding everywhere, or runtime positions
+        return None  # before the first key) 1/n per key, a structure gives it nothing
+    keys_node = next(n for n in gm.graph.nodes if n.name == keys) if keys is not None else None
+    return MaskStructure(causal, window, keys_node, positions)
+
+
+def _query_positions(gm: GraphModule, formula, q: Node, before: Node) -> Optional[Node]:
+    """The query positions `formula` (mask_algebra.position_terms: the query index, runtime tensors read at it or
+    at a fixed element, integers) computed in the graph as a [Sq] integer tensor, before `before`. The runtime
+    tensors are graph inputs, which the mask read before any in-place write to them (mask_algebra.evaluate): they
+    are copied at the start of the graph, so a write counter that the step increments later keeps its value here.
+    None where a runtime tensor is not the integer input that the formula reads."""
+    terms = mask_algebra.position_terms(formula)
+    first_op = next(n for n in gm.graph.nodes if n.op != "placeholder")
+    q_val = q.meta["val"]
+    sq = q_val.shape[2]
+    inputs = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    graph = gm.graph
+    fake_mode = torch._guards.detect_fake_mode([q_val])
+
+    def call(target, args, kwargs=None):
+        node = graph.call_function(target, tuple(args), kwargs or {})
+        values = [a.meta["val"] if isinstance(a, Node) else a for a in args]
+        with fake_mode:
+            node.meta["val"] = target(*values, **(kwargs or {}))
+        return node
+
+    with graph.inserting_before(before):
+        length = sq
+        if not isinstance(sq, int):
+            length = graph.call_function(aten.sym_size.int, (q, 2))
+            length.meta["val"] = sq
+        total, constant, snapshots = None, 0, {}
+        for coeff, factor in terms:
+            if factor == 1:
+                constant += coeff
+                continue
+            if factor == mask_algebra.X(2):
+                value = call(aten.arange.default, [length], {"dtype": torch.int64, "device": q_val.device})
+            else:
+                source = inputs.get(factor.func.__name__)
+                val = source.meta.get("val") if source is not None else None
+                if not isinstance(val, torch.Tensor) or val.dim() != len(factor.args) or val.dtype.is_floating_point \
+                        or val.dtype == torch.bool or val.device != q_val.device:
+                    return None
+                if source not in snapshots:  # as the graph received it, which is what the mask read
+                    with graph.inserting_before(first_op):
+                        snapshots[source] = call(aten.clone.default, [source])
+                source = snapshots[source]
+                if factor.args == (mask_algebra.X(2),):
+                    if not mask_algebra.same_size(val.shape[0], sq):
+                        return None
+                    value = source
+                else:  # one value for every query: a 0-d tensor, or one element (a size-1 mask dim reads element 0)
+                    value = source
+                    if factor.args:
+                        value = call(aten.slice.Tensor, [source, 0, int(factor.args[0]), int(factor.args[0]) + 1])
+                    value = call(aten.expand.default, [value, [length]])
+            if coeff != 1:
+                value = call(aten.mul.Tensor, [value, coeff])
+            total = value if total is None else call(aten.add.Tensor, [total, value])
+        if constant:
+            total = call(aten.add.Tensor, [total, constant])
+    return total
 
 
 def _key_padding_mask(gm: GraphModule, keys: Node, q: Node, k: Node, before: Node) -> Node:
@@ -191,7 +261,8 @@ def _key_padding_mask(gm: GraphModule, keys: Node, q: Node, k: Node, before: Nod
 def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
     """Give each mojo.attention node whose mask is proven causal / sliding-window (+ key padding) that structure
     instead of the tensor. Returns node -> structure, for the report."""
-    proven, cache, padding = {}, {}, {}
+    proven, cache, padding, positions = {}, {}, {}, {}
+    writes = mask_algebra.Writes(gm.graph)
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not mojo.attention.default:
             continue
@@ -200,18 +271,29 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
         if not isinstance(mask, Node) or args["q_pos"] is not None or args["causal"] or args["window"] \
                 or q is None or k is None:
             continue
+        if writes.before(mask, node):
+            continue  # written in place before attention reads it
         key = (mask, str(q.shape[2]), str(k.shape[2]))
         if key not in cache:
             cache[key] = _prove(gm, mask, q.shape[2], k.shape[2])
         structure = cache[key]
         if structure is None:
             continue
+        q_pos = None
+        if structure.positions is not None:
+            if key not in positions:
+                positions[key] = _query_positions(gm, structure.positions, args["q"], node)
+            q_pos = positions[key]
+            if q_pos is None:
+                continue
         mask_arg = None
+        if structure.keys is not None and writes.before(structure.keys, node):
+            continue  # the key-padding form reads attention_mask where attention runs: it must be unchanged there
         if structure.keys is not None:
             if key not in padding:
                 padding[key] = _key_padding_mask(gm, structure.keys, args["q"], args["k"], node)
             mask_arg = padding[key]
-        args.update(mask=mask_arg, causal=structure.causal, window=structure.window)
+        args.update(mask=mask_arg, q_pos=q_pos, causal=structure.causal, window=structure.window)
         target = args.pop("target")
         node.args = tuple(args.values())
         node.kwargs = {"target": target}
