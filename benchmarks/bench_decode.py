@@ -1,6 +1,6 @@
 """Serving speed (issue 15): the decode step of 4-layer LLMs of 8B dims, eager / Inductor / mojo, side by side.
 
-    python benchmarks/bench_decode.py [--model llama,qwen3] [--parts step,generate] [--json OUT]
+    python benchmarks/bench_decode.py [--model llama,qwen3] [--parts step,generate] [--profile B,CTX] [--json OUT]
     python benchmarks/bench_decode.py --tiny [--impls eager,mojo]          (the CPU smoke test)
 
 Models: 4 decoder layers, random weights, bf16, SDPA attention, built on the GPU.
@@ -296,6 +296,8 @@ def bench_step(name, model, config, args, budget, eager_logits):
                     total = time_us(step, device, args.rep_ms)
                     if args.reset_us is None:  # the same 0-d fills whatever the shape: timed once per model
                         args.reset_us = time_us(reset, device, 20)
+                    if args.profile and (batch, ctx) == tuple(args.profile) and device == "cuda":
+                        profile_step(f"{args.family} {name} B{batch} ctx{ctx}", step)
                 row["reset_us"] = args.reset_us
                 row["us"] = total - row["reset_us"]
                 row["floor_us"] = (args.weight_bytes + kv_bytes(config, batch, ctx)) / args.bandwidth * 1e6
@@ -313,6 +315,19 @@ def bench_step(name, model, config, args, budget, eager_logits):
     if name == "mojo":
         print(f"mojo ({args.family}, step): {mojo_line()}")
     return rows
+
+
+def profile_step(title, step, steps=20, top=14):
+    """The GPU kernels of `steps` eager calls of the step (not graph replays: a replay's kernels are not listed),
+    by total GPU time: where the step's time goes, impl by impl."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    print(f"\n{title}: GPU kernels over {steps} steps (per step: total / {steps})")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=top, max_name_column_width=70))
 
 
 # ----------------------------------------------------------------------------------------------- 2. generate
@@ -467,6 +482,8 @@ def parse():
     p.add_argument("--gen-reps", type=int, default=5, help="generate calls per timed length (median)")
     p.add_argument("--bandwidth", default=str(H200_COPY_BW), help="floor bandwidth in B/s, or 'measure'")
     p.add_argument("--budget-s", type=float, help="start no new work after this many s (default 225; --tiny: no limit)")
+    p.add_argument("--profile", type=lambda t: tuple(int(x) for x in t.split(",")), metavar="B,CTX",
+                   help="also list the step's GPU kernels (torch.profiler) at this batch and context")
     p.add_argument("--tiny", action="store_true", help="tiny dims on the CPU: the plumbing, not timings")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
