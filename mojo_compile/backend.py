@@ -28,7 +28,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from . import debug, logs, lowering, patterns, pieces, report
 from .canonicalize import canonicalize
 from .kernels.common import ttx_device_type_reason
-from .patterns.mask_analysis import analyse_masks
+from .patterns.mask_analysis import analyse_masks, share_repeated_kv
 from .options import OptionError, Options
 
 log = logging.getLogger("mojo_compile")
@@ -58,6 +58,7 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     watch.canonical(aten_gm)
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3
     masks = analyse_masks(aten_gm)
+    share_repeated_kv(aten_gm)
     logs.matched(matches, masks)
     sites = choose_targets(aten_gm, matches, target, masks)               # 4
     logs.targets_chosen(sites, target)

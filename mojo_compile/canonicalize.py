@@ -122,6 +122,16 @@ def _same_shape_view(node: Node) -> Optional[Node]:
     return node.args[0] if _same_tensor_type(node.args[0], node) else None
 
 
+def _whole_slice(node: Node) -> Optional[Node]:
+    """`x[:, :, None]` traced with symbolic sizes keeps a slice over a whole dim (start 0, end INT64_MAX, step 1)
+    that static sizes elide -- HF's repeat_kv in a dynamic-shape decode step: the same tensor (a view with x's
+    shape, strides and offset), so drop it, or the patterns (traced with static sizes) would miss the site."""
+    x, dim, start, end, step = (list(node.args) + [0, None, None, 1][len(node.args) - 1:])[:5]
+    if node.kwargs or not isinstance(x, Node) or start not in (0, None) or step != 1:
+        return None
+    return x if end is None or (isinstance(end, int) and end >= 9223372036854775807) else None
+
+
 def _view_chain(node: Node) -> Optional[Node]:
     """reshape(view|reshape(x, a), b) -> reshape(x, b); view(view(x, a), b) -> view(x, b) for a contiguous x
     (a view of a view of a strided tensor need not be a valid view of it)."""
@@ -274,6 +284,7 @@ RULES: dict = {
     aten.view.default: _view_chain,
     aten.reshape.default: _view_chain,
     aten.expand.default: _same_shape_view,
+    aten.slice.Tensor: _whole_slice,
     aten.rms_norm.default: _rms_norm_default_eps,
     aten.unsqueeze.default: _unsqueezed_mean,
     aten.mean.dim: _mean_dims_from_the_end,

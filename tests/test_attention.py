@@ -404,3 +404,55 @@ def test_sdpa_kernels_fall_back_to_ours_when_torch_refuses(caplog):
     for g, ref in zip(grads, kernels.attention_bwd(dout, q, k, v, out, lse, 0.25, causal=True)[:3]):
         assert torch.equal(g, ref)
     assert "sdpa_cudnn forward refused" in caplog.text and "sdpa_flash backward refused" in caplog.text
+
+
+# ------------------------------------------------------------------------------ repeat_kv left to the op's GQA
+def hf_repeat_kv(x, n_rep):
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+
+
+def repeated_kv_attention(q, k, v):
+    return F.scaled_dot_product_attention(q, hf_repeat_kv(k, 2), hf_repeat_kv(v, 2), is_causal=True)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_repeated_kv_reaches_the_op_unrepeated(dynamic, target):
+    """Where the plain (MHA) pattern took k and v after repeat_kv (here: the repeat_kv patterns turned off, as a
+    dynamic-shape graph whose sizes are graph inputs defeats their re-trace), the op still gets the kv heads:
+    head i of repeat_kv(x, n) is x's head i // n, which is how the op groups heads. Values and gradients are
+    eager's against fp64."""
+    q = torch.randn(2, 4, 6, 8, device=DEVICE, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(2, 2, 6, 8, device=DEVICE, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    fn = torch.compile(repeated_kv_attention, backend="mojo", dynamic=dynamic, options={
+        "inner_compiler": "eager", "target": target, "disable": ["attention.sdpa.repeat_kv*"]})
+    inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    out = fn(*inputs)
+    ref = repeated_kv_attention(q, k, v)
+    graph = mojo_compile.last_report().graphs[0]
+    assert graph.counts()["mojo.attention"] == 1 and "aten.expand" not in graph.graph, graph.graph
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)  # fp32 against fp64
+    grad = torch.randn_like(ref)
+    out.backward(grad.float())
+    ref.backward(grad)
+    for got, want in zip(inputs, (q, k, v)):
+        torch.testing.assert_close(got.grad.double(), want.grad, rtol=1e-4, atol=1e-5)  # fp32 sums of 2 heads
+
+
+def cache_written_after_repeat(q, k, v, cache):
+    ks, vs = hf_repeat_kv(cache, 2), hf_repeat_kv(v, 2)  # repeat_kv copies the cache here
+    cache.mul_(2.0)  # then the cache changes: the attention must read the copy
+    return F.scaled_dot_product_attention(q, ks, vs, is_causal=True)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_repeated_kv_of_a_cache_written_before_the_read_is_kept(target):
+    q = torch.randn(1, 4, 5, 8, device=DEVICE)
+    k, v, cache = (torch.randn(1, 2, 5, 8, device=DEVICE) for _ in range(3))
+    fn = torch.compile(cache_written_after_repeat, backend="mojo", options={
+        "inner_compiler": "eager", "target": target, "disable": ["attention.sdpa.repeat_kv*"]})
+    got_cache, want_cache = cache.clone(), cache.clone()
+    got = fn(q, k, v, got_cache)
+    torch.testing.assert_close(got, cache_written_after_repeat(q, k, v, want_cache), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_cache, want_cache, rtol=0, atol=0)

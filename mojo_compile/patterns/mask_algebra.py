@@ -236,20 +236,29 @@ class Writes:
     counter, `m[:, 0] = True`): each written tensor, with the tensors it is a view of, -> its first write."""
 
     def __init__(self, graph):
-        self.position, self.first = {}, {}
+        self.position, self.at = {}, {}
         for position, node in enumerate(graph.nodes):
             self.position[node] = position
             for value in written_by(node):
                 while isinstance(value, Node):
-                    self.first.setdefault(value, position)
+                    self.at.setdefault(value, []).append(position)
                     value = _view_base(value)
+
+    def between(self, node: Node, start: Node, end: Node) -> bool:
+        """Whether node, or a tensor it is a view of, is written in place after `start` and before `end`."""
+        low, high = self.position[start], self.position[end]
+        while node is not None:
+            if any(low < p < high for p in self.at.get(node, ())):
+                return True
+            node = _view_base(node)
+        return False
 
     def before(self, node: Node, reader: Node) -> bool:
         """Whether node, or a tensor it is a view of, is written in place before `reader` reads it (then what
         reader reads is not the value node was computed with)."""
         limit = self.position[reader]
         while node is not None:
-            if self.first.get(node, limit) < limit:
+            if any(p < limit for p in self.at.get(node, ())):
                 return True
             node = _view_base(node)
         return False

@@ -301,3 +301,58 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return proven
+
+
+def _repeated_heads(node) -> Optional[tuple[Node, object]]:
+    """(x, n) when node is HF's repeat_kv(x, n) -- `x[:, :, None].expand(b, h, n, s, d).reshape(b, h * n, s, d)` --
+    by its shapes: each of its heads j is x's head j // n."""
+    if not (isinstance(node, Node) and node.target is aten.reshape.default):
+        return None
+    expand = node.args[0]
+    if not (isinstance(expand, Node) and expand.target is aten.expand.default):
+        return None
+    unsqueeze = expand.args[0]
+    if not (isinstance(unsqueeze, Node) and unsqueeze.target is aten.unsqueeze.default
+            and unsqueeze.args[1] in (2, -3)):
+        return None
+    x = unsqueeze.args[0]
+    vals = [n.meta.get("val") if isinstance(n, Node) else None for n in (x, expand, node)]
+    if not all(isinstance(v, torch.Tensor) for v in vals) or vals[0].dim() != 4:
+        return None
+    (b, h, s, d), (eb, eh, n, es, ed), out = vals[0].shape, vals[1].shape, vals[2].shape
+    same = mask_algebra.same_size
+    if not (vals[1].dim() == 5 and all(same(p, q) for p, q in ((b, eb), (h, eh), (s, es), (d, ed)))):
+        return None
+    if not (vals[2].dim() == 4 and all(same(p, q) for p, q in ((out[0], b), (out[1], h * n), (out[2], s),
+                                                               (out[3], d)))):
+        return None
+    return x, n
+
+
+def share_repeated_kv(gm: GraphModule) -> int:
+    """Give each `mojo::attention` whose k and v are repeat_kv(x, n) of one n the un-repeated x: the op's grouped
+    heads read kv head i // (Hq / Hkv), which is what repeat_kv spells, so each kv head is read once instead of n
+    times and never materialised. (The attention patterns take k and v before repeat_kv; this catches the sites they
+    could not, such as a dynamic-shape graph whose sizes Dynamo passes as inputs where the pattern's re-trace reads
+    them off the tensors.) Not where the cache is written between repeat_kv's copy and the attention's read.
+    Returns the number of ops changed."""
+    writes, changed = None, 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not mojo.attention.default:
+            continue
+        args = _arguments(node)
+        k, v = _repeated_heads(args["k"]), _repeated_heads(args["v"])
+        if k is None or v is None or not mask_algebra.same_size(k[1], v[1]):
+            continue
+        writes = writes or mask_algebra.Writes(gm.graph)
+        if writes.between(k[0], args["k"], node) or writes.between(v[0], args["v"], node):
+            continue
+        args.update(k=k[0], v=v[0])
+        target = args.pop("target")
+        node.args = tuple(args.values())
+        node.kwargs = {"target": target}
+        changed += 1
+    if changed:
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return changed
