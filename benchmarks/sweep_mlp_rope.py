@@ -69,8 +69,8 @@ def main():
     emb = torch.cat((pos, pos), -1)[None]
     cos, sin = emb.cos().to(torch.bfloat16), emb.sin().to(torch.bfloat16)
     qk_bytes = (HQ + HK) * TOKENS * D * 2
-    # (BLOCK_T, BLOCK_H, num_warps[, HALVES]): the default takes the HALVES kernels here (rotate-half, R == D);
-    # a False 4th field runs the general kernel for comparison.
+    # (BLOCK_T, BLOCK_H, num_warps[, PAIR_TILES]): the default takes the pair tiles here (rotate-half, R == D: the
+    # halves); a False 4th field runs the general kernel for comparison.
     tiles = list(itertools.product((1, 2, 4), (8, 16, 32), (2, 4, 8)))
     tiles += [(*t, False) for t in ((1, 32, 4), (1, 16, 4), (2, 16, 4), (1, 32, 8))]
     if "rope" in only:

@@ -242,15 +242,14 @@ class Result:
     grid_error: Optional[str] = None
     discrete: list = dataclasses.field(default_factory=list)
     gathers: list = dataclasses.field(default_factory=list)  # scalarised accesses on lines marked GATHER_MARK
-    off_device: bool = False  # every case of it is one the ttx target does not run on Ascend (its gathers)
     mix_mode: Optional[str] = None
     tool_crashes: int = 0  # triton-adapter-opt crashes that a retry got past
     ir_file: Optional[str] = None
 
     @property
     def ok(self) -> bool:
-        """Compiled, a grid within the limits, and no scalarised access -- unless the target never runs it here."""
-        return self.compile_error is None and self.grid_error is None and (not self.discrete or self.off_device)
+        """Compiled, a grid within the limits, and no scalarised access."""
+        return self.compile_error is None and self.grid_error is None and not self.discrete
 
     def reasons(self) -> list[str]:
         reasons = []
@@ -264,9 +263,6 @@ class Result:
 
     def line(self) -> str:
         head = f"{'OK  ' if self.ok else 'FAIL'} {self.kernel} [{self.config}]"
-        if self.ok and self.discrete:  # off_device
-            return (f"OFF  {self.kernel} [{self.config}]: not run on Ascend (ttx refuses it there): "
-                    f"{summarise_accesses(self.discrete)}")
         if self.ok:
             mode = f" {self.mix_mode}" if self.mix_mode else ""
             crashes = f" (triton-adapter-opt crashed {self.tool_crashes}x, then compiled)" if self.tool_crashes else ""
@@ -298,12 +294,10 @@ def report(results: list[Result], out=sys.stdout) -> int:
     failed = [r for r in results if not r.ok]
     kinds = {"compile": sum(r.compile_error is not None for r in results),
              "grid": sum(r.grid_error is not None for r in results),
-             "discrete": sum(bool(r.discrete) and not r.off_device for r in results)}
+             "discrete": sum(bool(r.discrete) for r in results)}
     kernels = sorted({r.kernel for r in results})
     bad_kernels = sorted({r.kernel for r in failed})
-    off = sum(r.ok and bool(r.discrete) for r in results)
-    print(f"\n{len(results) - len(failed)}/{len(results)} configurations OK over {len(kernels)} kernels"
-          + (f" ({off} of them not run on Ascend: ttx refuses them there)" if off else "") + "; failing: "
+    print(f"\n{len(results) - len(failed)}/{len(results)} configurations OK over {len(kernels)} kernels; failing: "
           + ", ".join(f"{n} {k}" for k, n in kinds.items()), file=out)
     for kernel in kernels:
         rs = [r for r in results if r.kernel == kernel]
@@ -444,7 +438,7 @@ def _compile(kernel, grid, bound: dict, result: "Result"):
 def run(kernel_filter: Optional[str] = None, ir_dir: Optional[str] = None, verbose: bool = False) -> list[Result]:
     import torch
     from mojo_compile.kernels.common import record_launches
-    from mojo_compile.kernels.launch_cases import cases, needs_vector_gathers
+    from mojo_compile.kernels.launch_cases import cases
     from mojo_compile.lowering.devices import assume
 
     results: dict[tuple, Result] = {}
@@ -503,8 +497,6 @@ def run(kernel_filter: Optional[str] = None, ir_dir: Optional[str] = None, verbo
                     result.ir_file = path
                 if verbose:
                     print(f"  compiled {name} [{label}] in {time.time() - started:.1f}s", flush=True)
-    for result in results.values():
-        result.off_device = all(needs_vector_gathers(case) for case in result.cases)
     for result in results.values():  # "mix": a kernel with tl.dot, on AI cores; "aiv": vector cores only
         result.grid_error = grid_problem(result.worst_grid, NUM_AICORE if result.mix_mode == "mix" else NUM_VECTORCORE)
     return list(results.values())

@@ -26,6 +26,27 @@ WITH_INDUCTOR = TARGETS + ["torch+inductor"]
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}  # the kernels' dtypes, by test id
 
 
+def interpreter_loops_from_a_program_id() -> bool:
+    """Whether this Triton's interpreter runs `range(tl.program_id(0), n, tl.num_programs(0))` (3.9 does; 3.6's
+    turns the program id into a 1-element array that `range` refuses): the persistent kernels' loop. Compiled
+    kernels always do."""
+    if DEVICE == "cuda":
+        return True
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def count(X, N):
+        for i in range(tl.program_id(0), N, tl.num_programs(0)):
+            tl.store(X + i, i)
+    x = torch.zeros(4, dtype=torch.int32)
+    try:
+        count[(2,)](x, 4)
+    except Exception:  # noqa: BLE001 - any failure means no
+        return False
+    return x.tolist() == [0, 1, 2, 3]
+
+
 def rel(out, ref) -> float:
     """The normwise relative error of `out` against `ref`, in fp64 (0 where both are zero)."""
     out, ref = out.detach().double().cpu(), ref.detach().double().cpu()

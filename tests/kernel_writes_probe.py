@@ -3,6 +3,7 @@ tensors in the configurations it can choose, its launches are recorded (not run)
 launch -- what Inductor's functionalization believes the kernel writes -- is compared with the kernel's @writes.
 A stand-in driver gives Triton the sm_90 target, so no GPU is needed. Prints one line per distinct launch:
 "OK name flags" or "BAD name flags: reason"."""
+import dataclasses
 import itertools
 import sys
 
@@ -21,6 +22,7 @@ triton.runtime.driver.set_active(_Sm90Driver())
 from mojo_compile.kernels import (attention, attention_decode, cross_entropy, gated_act, layer_norm,  # noqa: E402
                                   rms_norm, rope)
 from mojo_compile.kernels.common import declared_writes, inductor_accesses, record_launches  # noqa: E402
+from mojo_compile.lowering.devices import DEVICES, assume  # noqa: E402
 
 BF16, FP32 = torch.bfloat16, torch.float32
 
@@ -52,6 +54,20 @@ def gated_cases():
 
 
 def rope_cases():
+    """Every layout as planned for the CPU, and as planned for a device whose per-element addresses are scalar loads
+    (Ascend: the PAIR_TILES kernels in every layout)."""
+    no_gathers = dataclasses.replace(DEVICES["interpreter"], vector_gathers=False)
+    for call in _rope_calls():
+        yield call
+        yield lambda call=call: _planned_for(no_gathers, call)
+
+
+def _planned_for(caps, call):
+    with assume(caps):
+        call()
+
+
+def _rope_calls():
     batch, seq, hq, hk = 3, 7, 4, 2
     for d, rot, interleaved, rotate_last, seq_dim, cos_batch in itertools.product(
             (16, 24), (16, 8), (False, True), (False, True), (1, 2), (1, 3)):

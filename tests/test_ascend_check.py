@@ -176,23 +176,3 @@ def test_marked_gathers_are_told_apart(check):
     assert check.marked_gather("load@attention.py:452 via attention.py:419", line)
     assert not check.marked_gather("load@rope.py:71 via rope.py:182", line)
     assert not check.marked_gather("load", line)  # no location: never excused
-
-
-def test_scalarised_configs_the_target_never_runs_are_off_not_failing(check):
-    off = check.Result("rope._rope_kernel", "bfloat16 INTERLEAVED=True", worst_grid=(40,), discrete=["load@rope.py:71"],
-                       cases=["rope_fwd llama3-8b T=17 bfloat16 interleaved"], off_device=True)
-    assert off.ok and off.line().startswith("OFF  rope._rope_kernel")
-    broken = check.Result("rope._rope_kernel", "bfloat16 X", worst_grid=(40,), discrete=["load@rope.py:71"],
-                          off_device=True, compile_error="error")
-    assert not broken.ok  # a compile failure fails whatever the target does with it
-    out = io.StringIO()
-    assert check.report([off], out) == 0 and "1 of them not run on Ascend" in out.getvalue()
-
-
-def test_the_cases_that_need_vector_gathers():
-    from mojo_compile.kernels.launch_cases import needs_vector_gathers
-    assert needs_vector_gathers("rope_fwd llama3-8b T=17 bfloat16 interleaved")
-    assert needs_vector_gathers("rope_bwd qwen2-0.5b T=1 float32 partial")
-    assert needs_vector_gathers("qk_norm_rope_fwd qwen3-8b T=17 bfloat16 rotate-half together=False")
-    assert not needs_vector_gathers("rope_fwd llama3-8b T=17 bfloat16 rotate-half")
-    assert not needs_vector_gathers("rms_norm_fwd llama3-8b T=17 bfloat16 res=False normed")

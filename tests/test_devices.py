@@ -12,7 +12,7 @@ import math
 import pytest
 import torch
 
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, interpreter_loops_from_a_program_id
 from mojo_compile.kernels import common, launch_cases
 from mojo_compile.lowering import devices
 from mojo_compile.lowering.devices import DEVICES, assume, device_caps
@@ -50,9 +50,12 @@ TILES = {
     "_fwd_loop_kernel": lambda a: [a["BLOCK_N"]],
     "_bwd_rows_kernel": lambda a: [a["BLOCK_M"] * a["BLOCK_N"]],
     "_bwd_loop_kernel": lambda a: [a["BLOCK_N"]],
-    "_rope_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"]) * a["BLOCK_D"]],
-    "_norm_rope_fwd_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"]) * a["BLOCK_D"]],
-    "_norm_rope_bwd_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"]) * a["BLOCK_D"]],
+    # (PAIR_TILES: BLOCK_D is the pairs' block, BLOCK_PASS that of the columns that do not rotate)
+    "_rope_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"]) * max(a["BLOCK_D"], a["BLOCK_PASS"])],
+    "_norm_rope_fwd_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"])
+                                        * max(a["BLOCK_D"], a["BLOCK_PASS"])],
+    "_norm_rope_bwd_kernel": lambda a: [a["BLOCK_T"] * max(a["BLOCK_HQ"], a["BLOCK_HK"])
+                                        * max(a["BLOCK_D"], a["BLOCK_PASS"])],
     "_split_kernel": lambda a: [a["BLOCK_M"] * a["BLOCK_N"], a["BLOCK_N"] * a["BLOCK_D"]],
     "_merge_kernel": lambda a: [a["BLOCK_R"] * a["BLOCK_S"] * a["BLOCK_D"]],
 }
@@ -145,27 +148,7 @@ def _r(*shape, dtype=torch.float32):
     return torch.randn(*shape, device=DEVICE).to(dtype)
 
 
-def _interpreter_loops_from_a_program_id() -> bool:
-    """Whether this Triton's interpreter runs `range(tl.program_id(0), n, tl.num_programs(0))` (3.9 does; 3.6's
-    turns the program id into a 1-element array that `range` refuses). Compiled kernels always do."""
-    if DEVICE == "cuda":
-        return True
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def count(X, N):
-        for i in range(tl.program_id(0), N, tl.num_programs(0)):
-            tl.store(X + i, i)
-    x = torch.zeros(4, dtype=torch.int32)
-    try:
-        count[(2,)](x, 4)
-    except Exception:  # noqa: BLE001 - any failure means no
-        return False
-    return x.tolist() == [0, 1, 2, 3]
-
-
-needs_kernels = pytest.mark.skipif(not KERNEL_TARGET_OK or not _interpreter_loops_from_a_program_id(),
+needs_kernels = pytest.mark.skipif(not KERNEL_TARGET_OK or not interpreter_loops_from_a_program_id(),
                                    reason="needs CUDA, or TRITON_INTERPRET=1 with an interpreter that loops from a "
                                           "program id (Triton >= 3.9)")
 

@@ -1,14 +1,19 @@
 """The Triton RoPE and fused QK-norm + RoPE kernels (kernels/rope.py) against an independent fp64 reference (forward
 and backward), and against the eager HF spellings, whose roundings the forwards reproduce bit for bit. On CPU they
 run under TRITON_INTERPRET=1 (see conftest.py)."""
+import dataclasses
 import itertools
 
 import pytest
 import torch
-from conftest import DEVICE, KERNEL_TARGET_OK, rel  # sets TRITON_INTERPRET=1 before the kernels are defined
+# conftest sets TRITON_INTERPRET=1 before the kernels are defined
+from conftest import DEVICE, KERNEL_TARGET_OK, interpreter_loops_from_a_program_id, rel
 from hopper import compile_for_hopper
 
+from mojo_compile.kernels import launch_cases
+from mojo_compile.kernels.common import record_launches
 from mojo_compile.kernels.rope import qk_norm_rope_bwd, qk_norm_rope_fwd, rope_bwd, rope_fwd
+from mojo_compile.lowering.devices import DEVICES, assume
 
 pytestmark = pytest.mark.skipif(not KERNEL_TARGET_OK, reason="needs CUDA or TRITON_INTERPRET=1")
 
@@ -118,9 +123,13 @@ def _case_id(c):
 @pytest.mark.parametrize("d,frac,interleaved,layout,heads,form,dtypes,rotate_last", FWD_CASES,
                          ids=[_case_id(c) for c in FWD_CASES])
 def test_rope_forward(d, frac, interleaved, layout, heads, form, dtypes, rotate_last):
-    r = int(d * frac)
-    q, k, seq_dim = make_qk(2, 5, heads[0], heads[1], d, dtypes[0], layout)
-    cos, sin = make_cos_sin(2, 5, r, dtypes[1], form)
+    check_rope_forward(2, 5, d, int(d * frac), interleaved, layout, heads, form, dtypes, rotate_last)
+
+
+def check_rope_forward(batch, seq, d, r, interleaved, layout, heads, form, dtypes, rotate_last):
+    """rope_fwd against fp64 (FWD_TOL) and, bit for bit, against the eager spelling; inputs left untouched."""
+    q, k, seq_dim = make_qk(batch, seq, heads[0], heads[1], d, dtypes[0], layout)
+    cos, sin = make_cos_sin(batch, seq, r, dtypes[1], form)
     before = [t.clone() for t in (q, k, cos, sin)]
     q_out, k_out = rope_fwd(q, k, cos, sin, r, interleaved, seq_dim, rotate_last=rotate_last)
     assert all(torch.equal(a, b) for a, b in zip(before, (q, k, cos, sin)))  # inputs untouched
@@ -155,9 +164,13 @@ BWD_CASES = [(d, inter, layout, HEADS[i % 4], [0.25, 0.5, 1.0][i % 3], FORMS[i %
 @pytest.mark.parametrize("d,interleaved,layout,heads,frac,form,dtypes,rotate_last", BWD_CASES,
                          ids=[_case_id((c[0], c[4], c[1], c[2], c[3], c[5], c[6], c[7])) for c in BWD_CASES])
 def test_rope_backward(d, interleaved, layout, heads, frac, form, dtypes, rotate_last):
-    r = int(d * frac)
-    q, k, seq_dim = make_qk(2, 5, heads[0], heads[1], d, dtypes[0], layout)
-    cos, sin = make_cos_sin(2, 5, r, dtypes[1], form)
+    check_rope_backward(2, 5, d, int(d * frac), interleaved, layout, heads, form, dtypes, rotate_last)
+
+
+def check_rope_backward(batch, seq, d, r, interleaved, layout, heads, form, dtypes, rotate_last):
+    """rope_bwd against autograd of the fp64 definition and of the eager spelling."""
+    q, k, seq_dim = make_qk(batch, seq, heads[0], heads[1], d, dtypes[0], layout)
+    cos, sin = make_cos_sin(batch, seq, r, dtypes[1], form)
     out_dtype = torch.promote_types(*dtypes)
     # Gradients stored in the other layout than q/k's: strides differ from the inputs'.
     gq, gk = (torch.randn(x.transpose(1, 2).shape, device=DEVICE, dtype=out_dtype).transpose(1, 2) for x in (q, k))
@@ -214,24 +227,30 @@ QK_CASES = [(style, *shape) for style, shape in itertools.product(STYLES, [
 def test_qk_norm_rope(style, d, layout, interleaved, frac, heads):
     """Qwen3 (q_norm on [B, S, H, D] per head, transpose, rope), Gemma3 (1 + w, fp32 weight multiply) and OLMo2
     (norm over H*D, fp32 cos): forward and backward against eager and fp64."""
+    check_qk_norm_rope(2, 4, style, d, layout, interleaved, int(d * frac), heads, False)
+
+
+def check_qk_norm_rope(batch, seq, style, d, layout, interleaved, r, heads, rotate_last):
+    """qk_norm_rope_fwd / _bwd in a model's style (STYLES) against eager (bit for bit after the rstd) and fp64."""
     cast, offset, together, w_dtype, cos_dtype, out_dtype = STYLES[style]
-    r, eps = int(d * frac), 1e-6
+    eps = 1e-6
     hq, hk = heads
-    q, k, seq_dim = make_qk(2, 4, hq, hk, d, BF16, layout)
-    cos, sin = make_cos_sin(2, 4, r, cos_dtype, "bsr")
+    q, k, seq_dim = make_qk(batch, seq, hq, hk, d, BF16, layout)
+    cos, sin = make_cos_sin(batch, seq, r, cos_dtype, "bsr")
     wq, wk = ((1 + 0.5 * torch.randn(h * d if together else d, device=DEVICE)).to(w_dtype) for h in (hq, hk))
     before = [t.clone() for t in (q, k, wq, wk, cos, sin)]
     q_out, k_out, rq, rk = qk_norm_rope_fwd(q, k, wq, wk, eps, cast, cos, sin, r, interleaved, seq_dim,
-                                            norm_heads_together=together, weight_offset=offset, out_dtype=out_dtype)
+                                            norm_heads_together=together, rotate_last=rotate_last,
+                                            weight_offset=offset, out_dtype=out_dtype)
     assert all(torch.equal(a, b) for a, b in zip(before, (q, k, wq, wk, cos, sin)))
 
     def eager(x, w, rstd=None):  # norm on [B, S, H, D], then the rope on HF's [B, H, S, D]
         y = eager_rope(eager_norm(bshd(x, seq_dim), w, eps, style, rstd).transpose(1, 2), cos, sin, r, interleaved,
-                       False, 2)
+                       rotate_last, 2)
         return bshd(y.transpose(1, 2), seq_dim).to(out_dtype or y.dtype)
 
     def exact(x, w):
-        return rope64(bshd(norm64(bshd(x, seq_dim), w, eps, style), seq_dim), cos, sin, r, interleaved, False,
+        return rope64(bshd(norm64(bshd(x, seq_dim), w, eps, style), seq_dim), cos, sin, r, interleaved, rotate_last,
                       seq_dim)
 
     for x, w, out, rstd in ((q, wq, q_out, rq), (k, wk, k_out, rk)):
@@ -249,7 +268,7 @@ def test_qk_norm_rope(style, d, layout, interleaved, frac, heads):
     # Backward: one fused launch, against fp64 and against eager autograd (which rounds to bf16 at every step).
     gq, gk = torch.randn_like(q_out), torch.randn_like(k_out)
     grads = qk_norm_rope_bwd(gq, gk, q, k, wq, wk, rq, rk, cast, cos, sin, r, interleaved, seq_dim,
-                             norm_heads_together=together, weight_offset=offset)
+                             norm_heads_together=together, rotate_last=rotate_last, weight_offset=offset)
     leaves64 = [t.detach().double().requires_grad_() for t in (q, k, wq, wk)]
     grads64 = torch.autograd.grad([exact(leaves64[0], leaves64[2]), exact(leaves64[1], leaves64[3])], leaves64,
                                   (gq.double(), gk.double()))
@@ -272,8 +291,94 @@ def test_qk_norm_rope(style, d, layout, interleaved, frac, heads):
         n_seen = (n.to(BF16) if cast == "normed" else n).double()
         w64 = w.detach().double().requires_grad_()
         y = bshd((n_seen * (w64 + offset)).view(bshd(x, seq_dim).shape), seq_dim)
-        (dw64,) = torch.autograd.grad(rope64(y, cos, sin, r, interleaved, False, seq_dim), w64, g_out.double())
+        (dw64,) = torch.autograd.grad(rope64(y, cos, sin, r, interleaved, rotate_last, seq_dim), w64,
+                                      g_out.double())
         assert rel(dw, dw64) <= U[w.dtype] + 1e-5, rel(dw, dw64)
+
+
+# ------------------------------------------------------------------------------------------------------ pair tiles
+# Where per-element addresses are scalar loads (Ascend: DeviceCaps.vector_gathers False) every layout runs the
+# PAIR_TILES kernels: the rotation partners as two affine tiles (the halves, or the even and the odd columns) and the
+# columns that do not rotate as a third. The checks above, planned for such a device: one tile a program (as the
+# interpreter plans), and persistent on 3 cores (as Ascend plans: each program loops over token blocks).
+PAIR_TILES_DEVICES = {
+    "one_tile_a_program": dataclasses.replace(DEVICES["interpreter"], name="pair-tiles stand-in",
+                                              vector_gathers=False),
+    "persistent": dataclasses.replace(DEVICES["interpreter"], name="persistent pair-tiles stand-in",
+                                      vector_gathers=False, persistent=True, vector_cores=3),
+}
+
+
+@pytest.fixture(params=list(PAIR_TILES_DEVICES))
+def pair_tiles(request):
+    """Every launch in the test planned for a device without vector gathers (see PAIR_TILES_DEVICES)."""
+    if request.param == "persistent" and not interpreter_loops_from_a_program_id():
+        pytest.skip("this Triton's interpreter cannot loop from a program id (the persistent kernels' loop)")
+    with assume(PAIR_TILES_DEVICES[request.param]) as caps:
+        yield caps
+
+
+# (batch, seq, d, r, interleaved, layout, heads, cos form, (q, cos) dtypes, rotate_last): interleaved and halves,
+# over the whole head and partial (rotating the first or the last dims), odd head dims (20, 36: pair and
+# pass-through blocks wider than their columns) and head counts.
+PAIR_TILE_CASES = [
+    (2, 5, 64, 64, True, "bhsd", (4, 2), "bsr", (BF16, BF16), False),
+    (3, 7, 80, 40, True, "packed", (3, 1), "strided", (BF16, FP32), True),
+    (2, 5, 96, 24, False, "bshd", (6, 2), "expanded", (FP32, FP32), False),
+    (3, 5, 20, 12, False, "bhsd", (5, 3), "sr", (FP16, FP16), True),
+    (2, 3, 36, 36, True, "bshd", (3, 3), "bsr", (BF16, BF16), False),
+    (2, 5, 64, 64, False, "bhsd", (4, 2), "bsr", (BF16, FP32), False),
+]
+PAIR_TILE_IDS = [f"b{b}-s{s}-d{d}-r{r}-{'inter' if i else 'half'}{'-last' if last else ''}-{lay}-h{h[0]}x{h[1]}"
+                 for b, s, d, r, i, lay, h, _, _, last in PAIR_TILE_CASES]
+
+
+@pytest.mark.parametrize("case", PAIR_TILE_CASES, ids=PAIR_TILE_IDS)
+def test_rope_forward_pair_tiles(pair_tiles, case):
+    check_rope_forward(*case)
+
+
+@pytest.mark.parametrize("case", PAIR_TILE_CASES, ids=PAIR_TILE_IDS)
+def test_rope_backward_pair_tiles(pair_tiles, case):
+    check_rope_backward(*case)
+
+
+# (batch, seq, style, d, layout, interleaved, r, heads, rotate_last): per head (Qwen3, Gemma3) and over all heads
+# (OLMo2); interleaved, halves, partial before and after the columns that do not rotate, an odd head dim.
+QK_PAIR_TILE_CASES = [
+    (2, 4, "qwen3", 128, "bshd", True, 128, (4, 2), False),
+    (3, 5, "olmo2", 80, "bhsd", False, 40, (3, 1), True),
+    (2, 3, "gemma3", 36, "bhsd", True, 20, (5, 3), False),
+    (2, 4, "qwen3_fp32w", 64, "bshd", False, 64, (4, 2), False),
+    (3, 3, "olmo2", 96, "bshd", True, 96, (6, 2), False),
+    (2, 3, "qwen3", 80, "bhsd", False, 20, (3, 1), True),
+]
+
+
+@pytest.mark.parametrize("case", QK_PAIR_TILE_CASES,
+                         ids=[f"{st}-b{b}-s{s}-d{d}-r{r}-{'inter' if i else 'half'}{'-last' if last else ''}-{lay}"
+                              for b, s, st, d, lay, i, r, _, last in QK_PAIR_TILE_CASES])
+def test_qk_norm_rope_pair_tiles(pair_tiles, case):
+    check_qk_norm_rope(*case)
+
+
+def test_where_pair_tiles_are_planned():
+    """Planned for Ascend every RoPE and qk-norm + RoPE launch of the model cases takes PAIR_TILES; for the H200 only
+    rotate-half over the whole head does, in the forwards (the launches NVIDIA always made so)."""
+    for device in ("Ascend910B3", "H200"):
+        with assume(device):
+            for case, call in launch_cases.cases("meta"):
+                if "rope" not in case:
+                    continue
+                with record_launches() as launches:
+                    call()
+                (_, _, args), = launches
+                layout = case.split()[-1] if case.startswith("rope_") else case.split()[-2]  # qk: "together=..."
+                whole_head_halves = layout == "rotate-half" and not case.startswith("qk_norm_rope_bwd")
+                assert args["PAIR_TILES"] == (device != "H200" or whole_head_halves), (device, case)
+                if args["PAIR_TILES"]:  # the model cases' pair and pass-through widths are powers of 2
+                    d, r = args["D"], args["R"]
+                    assert (args["BLOCK_D"], args["BLOCK_PASS"]) == (r // 2, max(d - r, 1)), case
 
 
 # ------------------------------------------------------------------------------------------------ launch configs
@@ -307,9 +412,9 @@ def test_configs_agree():
 
 
 def test_halves_kernels_equal_general():
-    """Rotate-half over the whole head runs the HALVES kernels (each half loaded once); a 4-field config forces the
-    general kernel (partner loaded again). Both spell eager's roundings: bit for bit, also the rstd when its
-    squares are summed over one tile of the head (the general kernel) or two (HALVES) -- the interpreter sums in
+    """Rotate-half over the whole head runs the PAIR_TILES kernels (each half loaded once); a 4-field config forces
+    the general kernel (partner loaded again). Both spell eager's roundings: bit for bit, also the rstd when its
+    squares are summed over one tile of the head (the general kernel) or two (the halves) -- the interpreter sums in
     fp32 either way; on a GPU the order may differ, as in test_configs_agree."""
     q, k, seq_dim = make_qk(2, 3, 5, 2, 64, BF16, "bshd")
     cos, sin = make_cos_sin(2, 3, 64, BF16, "sr")
@@ -355,19 +460,20 @@ qwen = dict(HQ=32, HK=8, D=128, R=128, ROT_START=0, INTERLEAVED=False, BLOCK_T=1
 partial = dict(qwen, HQ=5, HK=3, D=80, R=40, ROT_START=40, INTERLEAVED=True, BLOCK_T=2, BLOCK_HQ=8, BLOCK_HK=4)
 norm = dict(CAST=0, Q_NORM_FP32=False, K_NORM_FP32=True, Q_COMPUTE_FP32=False, K_COMPUTE_FP32=True)
 scalars = ("eps", "weight_offset")
-for shape, halves in ((qwen, True), (partial, False)):
-    block_d = 64 if halves else 128
+# (PAIR_TILES: BLOCK_D is the block of the R / 2 pairs, BLOCK_PASS that of the D - R columns that do not rotate)
+for shape, pair_tiles, block_d, block_pass in ((qwen, True, 64, 1), (partial, False, 128, 1), (partial, True, 32, 64)):
+    tiles = dict(PAIR_TILES=pair_tiles, BLOCK_D=block_d, BLOCK_PASS=block_pass)
     for backward in (False, True):
-        compile_rope(R._rope_kernel, dict(shape, HALVES=halves, BACKWARD=backward, COMPUTE_FP32=False,
-                                          BLOCK_D=block_d))
+        compile_rope(R._rope_kernel, dict(shape, **tiles, BACKWARD=backward, COMPUTE_FP32=False))
     for together in (False, True):
-        compile_rope(R._norm_rope_fwd_kernel, dict(shape, **norm, HALVES=halves, TOGETHER=together, BLOCK_D=block_d,
+        compile_rope(R._norm_rope_fwd_kernel, dict(shape, **norm, **tiles, TOGETHER=together,
                                                    BLOCK_HQ=32 if together else shape["BLOCK_HQ"]), scalars)
-    compile_rope(R._norm_rope_bwd_kernel, dict(shape, TOGETHER=False, CAST=0, BLOCK_D=128), scalars)
+    compile_rope(R._norm_rope_bwd_kernel, dict(shape, **tiles, TOGETHER=False, CAST=0), scalars)
 """
 
 
 def test_compiles_for_hopper():
-    """The RoPE and qk-norm + RoPE kernels compile for sm_90 (tests/hopper.py): the HALVES kernels at Qwen3's shape,
-    the general ones interleaved and partial (rotating the last dims), norms per head and over all heads."""
-    compile_for_hopper(_COMPILE_BODY, 10)
+    """The RoPE and qk-norm + RoPE kernels compile for sm_90 (tests/hopper.py): PAIR_TILES at Qwen3's shape (halves
+    over the whole head) and interleaved and partial (rotating the last dims), the general kernels there too; norms
+    per head and over all heads."""
+    compile_for_hopper(_COMPILE_BODY, 15)

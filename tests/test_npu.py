@@ -363,18 +363,22 @@ def test_the_tuner_times_ttx_against_torch_npu(ascend, npu_target, monkeypatch, 
     assert len(timed) == 2
 
 
-def test_rope_kernels_that_gather_stay_off_the_npu(ascend, npu_target):
-    """On Ascend the interleaved and partial-rotary RoPE kernels and the qk-norm + RoPE ones would read partner
-    columns one scalar at a time (scripts/ascend_check.py): ttx refuses them there, rotate-half over the whole head
-    it takes."""
+def test_ttx_takes_every_rope_layout_on_the_npu(ascend, npu_target):
+    """The RoPE and qk-norm + RoPE kernels load rotation partners as affine tiles on Ascend (PAIR_TILES,
+    kernels/rope.py), so ttx takes every layout there: rotate-half, interleaved, partial rotary, forward and
+    backward, with and without the norm."""
     ascend(True)
-    q, k, table = on_npu(1, 4, 2, 16), on_npu(1, 4, 2, 16), on_npu(4, 16, dtype=torch.float32)
-    assert lowering.choose("rope", "ttx", q, k, table, table, 16, False, 1, False) == ("ttx", None)
-    for rotary, interleaved in ((16, True), (8, False)):
-        half = on_npu(4, rotary, dtype=torch.float32)
-        chosen, reason = lowering.choose("rope", "ttx", q, k, half, half, rotary, interleaved, 1, False)
-        assert chosen != "ttx" and "scalar loads" in reason
-    w = on_npu(16)
-    chosen, reason = lowering.choose("qk_norm_rope", "ttx", q, k, w, w, 1e-6, 0.0, "output", table, table, 16,
-                                     False, 1, False)
-    assert chosen != "ttx" and "qk-norm + RoPE kernels read partner columns" in reason
+    q, k, w = on_npu(1, 4, 2, 16), on_npu(1, 4, 2, 16), on_npu(16)
+    for rotary, interleaved in ((16, False), (16, True), (8, False), (8, True)):
+        table = on_npu(4, rotary, dtype=torch.float32)
+        rope_args = (table, table, rotary, interleaved, 1, False)  # seq_dim 1, rotate_last False
+        assert lowering.choose("rope", "ttx", q, k, *rope_args) == ("ttx", None)
+        assert lowering.choose("rope_backward", "ttx", q, k, *rope_args, q.dtype, k.dtype) == ("ttx", None)
+        for together in (False, True):
+            width = on_npu(2 * 16) if together else w
+            norm_args = (table, table, rotary, interleaved, 1, together)  # seq_dim 1
+            assert lowering.choose("qk_norm_rope", "ttx", q, k, width, width, 1e-6, 0.0, "output",
+                                   *norm_args) == ("ttx", None)
+            rstd = on_npu(1, 4, dtype=torch.float32) if together else on_npu(1, 4, 2, dtype=torch.float32)
+            assert lowering.choose("qk_norm_rope_backward", "ttx", q, k, q, k, width, width, rstd, rstd, 0.0,
+                                   "output", *norm_args) == ("ttx", None)

@@ -93,13 +93,6 @@ def cases(device="meta") -> Iterator[tuple[str, Callable[[], object]]]:
                 t(tokens, dtype=fp32), c=t(tokens, dtype=fp32)))
 
 
-def needs_vector_gathers(case: str) -> bool:
-    """The cases whose kernels read partner columns by computed index (interleaved and partial-rotary RoPE, qk-norm +
-    RoPE): what the ttx target does not run on a device where such reads are scalar (DeviceCaps.vector_gathers;
-    ops/rope.py)."""
-    return case.startswith("qk_norm_rope") or (case.startswith("rope_") and not case.endswith(" rotate-half"))
-
-
 def _rope_cases(m: Model, tokens: int, dtype, tag: str, t) -> Iterator[tuple[str, Callable]]:
     """Rotate-half over the whole head (HF Llama / Qwen), interleaved (GPT-J), partial rotary (half the head, as
     GLM / Phi); [B, S, H, D] as HF projects it (seq_dim 1) with fp32 cos/sin of [1, S, R]; QK-norm per head (Qwen3)

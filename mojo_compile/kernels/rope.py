@@ -7,11 +7,16 @@ stride 0). A program owns BLOCK_T tokens (flattened b*S + s) and all q and k hea
 [BLOCK_T, BLOCK_H, BLOCK_D]: cos/sin are loaded once per token and shared by every head. Heads beyond BLOCK_H are
 looped over; head counts and D need not be powers of 2 (masks).
 
-The rotation needs each column's partner (i +- R/2, or i ^ 1 when interleaved). Rotate-half over the whole head (the
-common case) loads the two halves as two tiles, each the other's partner (the HALVES kernels: every value is loaded
-and normalised once). Otherwise, rather than shuffling registers, the partner values are loaded a second time with
-permuted column offsets (the same cache lines, so the second read is an L1 hit); that keeps one code path for
-interleaved pairs, partial rotary and the interpreter.
+The rotation needs each column's partner (i +- R/2, or i ^ 1 when interleaved). Two code paths, by the PAIR_TILES
+constexpr:
+- PAIR_TILES: the rotation pairs are loaded as two tiles, each the other's partner (the halves, or the even and the
+  odd columns as two stride-2 tiles), and the columns that do not rotate as a third (BLOCK_PASS wide): every address
+  is affine in the tile index and every value is loaded and normalised once. Rotate-half over the whole head (the
+  common case) takes it on every device; every layout takes it where per-element addresses would be scalar loads
+  (DeviceCaps.vector_gathers False: Ascend, whose compiler makes a loop of scalar loads of a load by permuted index).
+- Otherwise (interleaved pairs and partial rotary on a GPU, and the qk-norm backward there) the partner values are
+  loaded a second time with permuted column offsets, rather than shuffling registers: the same cache lines, so the
+  second read is an L1 hit.
 
 Numerics: all math is fp32 on values loaded and cast at once (also what keeps TRITON_INTERPRET=1 right, whose bf16
 arithmetic is wrong). The forward reproduces the roundings of the eager spelling `q * cos + rotate_half(q) * sin` in
@@ -83,23 +88,43 @@ def _rotate(x, xp, c, s, rot, sign, DTYPE: tl.constexpr, ROUND_TERMS: tl.constex
 
 
 @triton.jit
-def _half_columns(R: tl.constexpr, BLOCK_R: tl.constexpr):
-    """The HALVES layout (rotate-half over the whole head, R == D): column j of the low half pairs with R/2 + j, so
-    a tile of each half is loaded once and each is the other's partner -- no second load, no work done twice.
-    Returns j and the in-half mask. (Kept apart from _halves: j addresses the stores, and torch's write analysis
-    counts every pointer argument of a call as feeding its results -- kernels/common.py.)"""
-    j = tl.arange(0, BLOCK_R)
-    return j, (j < R // 2)[None, None, :]
+def _pair_columns(R: tl.constexpr, ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, BLOCK_P: tl.constexpr):
+    """PAIR_TILES: the R/2 rotation pairs as two tiles, each column's partner at the same place in the other tile --
+    the halves (i, i + R/2), or when interleaved the even and the odd columns (2i, 2i + 1), two stride-2 tiles.
+    Returns the cos/sin indices of both tiles (j1, j2), their columns in the head (j + ROT_START) and the pair mask
+    [1, 1, BLOCK_P]. Every address is affine in i: Ascend's compiler makes vector accesses of them, where a load by
+    a permuted index becomes a loop of scalar loads. (Kept apart from _pair_tables: the columns address the stores,
+    and torch's write analysis counts every pointer argument of a call as feeding its results -- kernels/common.py.)"""
+    i = tl.arange(0, BLOCK_P)
+    if INTERLEAVED:
+        j1 = 2 * i
+        j2 = j1 + 1
+    else:
+        j1 = i
+        j2 = i + R // 2
+    return j1, j2, j1 + ROT_START, j2 + ROT_START, (i < R // 2)[None, None, :]
 
 
 @triton.jit
-def _halves(C, SN, b, s, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R: tl.constexpr):
-    """cos / sin of both halves (see _half_columns), fp32, [BLOCK_T, 1, BLOCK_R]."""
-    c_lo = _load_row(C, b, s, j, tok_ok, in_half, scb, scs, scd)
-    c_hi = _load_row(C, b, s, j + R // 2, tok_ok, in_half, scb, scs, scd)
-    s_lo = _load_row(SN, b, s, j, tok_ok, in_half, ssb, sss, ssd)
-    s_hi = _load_row(SN, b, s, j + R // 2, tok_ok, in_half, ssb, sss, ssd)
-    return c_lo, c_hi, s_lo, s_hi
+def _pass_columns(D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr, BLOCK_PASS: tl.constexpr):
+    """PAIR_TILES: the D - R columns that do not rotate (after the rotated ones, or before them when the last dims
+    rotate) as one tile: their columns in the head and mask [1, 1, BLOCK_PASS]. Unused where every column rotates."""
+    p = tl.arange(0, BLOCK_PASS)
+    if ROT_START == 0:
+        cols = p + R
+    else:
+        cols = p
+    return cols, (p < D - R)[None, None, :]
+
+
+@triton.jit
+def _pair_tables(C, SN, b, s, j1, j2, in_pair, tok_ok, scb, scs, scd, ssb, sss, ssd):
+    """cos / sin of both tiles' columns (see _pair_columns), fp32, [BLOCK_T, 1, BLOCK_P]."""
+    c1 = _load_row(C, b, s, j1, tok_ok, in_pair, scb, scs, scd)
+    c2 = _load_row(C, b, s, j2, tok_ok, in_pair, scb, scs, scd)
+    s1 = _load_row(SN, b, s, j1, tok_ok, in_pair, ssb, sss, ssd)
+    s2 = _load_row(SN, b, s, j2, tok_ok, in_pair, ssb, sss, ssd)
+    return c1, c2, s1, s2
 
 
 @triton.jit
@@ -116,7 +141,8 @@ def _rotate_eager(x, xp, c, s, rot, sign, OUT_DTYPE: tl.constexpr, COMPUTE_FP32:
 @triton.jit
 def _head_tile(base, h0, tok_ok, sh, H: tl.constexpr, D: tl.constexpr, BLOCK_H: tl.constexpr,
                BLOCK_D: tl.constexpr):
-    """Offsets of the token rows plus heads [h0, h0 + BLOCK_H) ([BLOCK_T, BLOCK_H, 1], int64) and the tile mask."""
+    """Offsets of the token rows plus heads [h0, h0 + BLOCK_H) ([BLOCK_T, BLOCK_H, 1], int64) and the mask of a
+    tile of D columns."""
     h = h0 + tl.arange(0, BLOCK_H)
     d = tl.arange(0, BLOCK_D)
     mask = tok_ok[:, None, None] & (h < H)[None, :, None] & (d < D)[None, None, :]
@@ -141,26 +167,30 @@ def _rope_heads(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c, s, d, partner, r
 
 
 @triton.jit
-def _rope_heads_halves(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo,
-                       H: tl.constexpr, R: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
-                       BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr, INTERPRET: tl.constexpr):
-    """_rope_heads for the HALVES layout: y_lo = x_lo*c_lo + sign_lo*x_hi*s_lo, y_hi = x_hi*c_hi - sign_lo*x_lo*s_hi."""
-    HALF: tl.constexpr = R // 2
+def _rope_heads_pairs(X, Y, x_base, y_base, tok_ok, sxh, sxd, syh, c1, c2, s1, s2, col1, col2, in_pair, sign1,
+                      pass_cols, H: tl.constexpr, PAIRS: tl.constexpr, PASS: tl.constexpr, BACKWARD: tl.constexpr,
+                      COMPUTE_FP32: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
+                      BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
+    """_rope_heads on PAIR_TILES: y1 = x1*c1 + sign1*x2*s1, y2 = x2*c2 - sign1*x1*s2; the PASS columns that do not
+    rotate are copied (rounded to Y's dtype, as the general kernel does where its rotation is masked off)."""
     for h0 in range(0, H, BLOCK_H):
-        xo, _, mask = _head_tile(x_base, h0, tok_ok, sxh, H, HALF, BLOCK_H, BLOCK_R)
-        x_lo = tl.load(X + xo + j[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
-        x_hi = tl.load(X + xo + (j + HALF)[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        xo, _, mask = _head_tile(x_base, h0, tok_ok, sxh, H, PAIRS, BLOCK_H, BLOCK_P)
+        x1 = tl.load(X + xo + col1[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(X + xo + col2[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
         if BACKWARD:
-            y_lo = _rotate(x_lo, x_hi, c_lo, s_lo, in_half, sign_lo, Y.dtype.element_ty, False, INTERPRET)
-            y_hi = _rotate(x_hi, x_lo, c_hi, s_hi, in_half, -sign_lo, Y.dtype.element_ty, False, INTERPRET)
+            y1 = _rotate(x1, x2, c1, s1, in_pair, sign1, Y.dtype.element_ty, False, INTERPRET)
+            y2 = _rotate(x2, x1, c2, s2, in_pair, -sign1, Y.dtype.element_ty, False, INTERPRET)
         else:
-            y_lo = _rotate_eager(x_lo, x_hi, c_lo, s_lo, in_half, sign_lo, Y.dtype.element_ty, COMPUTE_FP32,
-                                 INTERPRET)
-            y_hi = _rotate_eager(x_hi, x_lo, c_hi, s_hi, in_half, -sign_lo, Y.dtype.element_ty, COMPUTE_FP32,
-                                 INTERPRET)
-        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, HALF, BLOCK_H, BLOCK_R)
-        tl.store(Y + yo + j[None, None, :], y_lo, mask=mask)
-        tl.store(Y + yo + (j + HALF)[None, None, :], y_hi, mask=mask)
+            y1 = _rotate_eager(x1, x2, c1, s1, in_pair, sign1, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+            y2 = _rotate_eager(x2, x1, c2, s2, in_pair, -sign1, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, PAIRS, BLOCK_H, BLOCK_P)
+        tl.store(Y + yo + col1[None, None, :], y1, mask=mask)
+        tl.store(Y + yo + col2[None, None, :], y2, mask=mask)
+        if PASS > 0:
+            xo, _, mask = _head_tile(x_base, h0, tok_ok, sxh, H, PASS, BLOCK_H, BLOCK_PASS)
+            x = tl.load(X + xo + pass_cols[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+            yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, PASS, BLOCK_H, BLOCK_PASS)
+            tl.store(Y + yo + pass_cols[None, None, :], round_to(x, Y.dtype.element_ty, INTERPRET), mask=mask)
 
 
 @writes("QO", "KO")
@@ -170,20 +200,21 @@ def _rope_kernel(Q, K, QO, KO, C, SN, T, S,
                  scb, scs, scd, ssb, sss, ssd,
                  HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr,
                  INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
-                 HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                 BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
+                 PAIR_TILES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                 BLOCK_D: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr,
+                 PERSISTENT: tl.constexpr):
     """Forward: y = rot(x). BACKWARD: the transpose, dx[d] = dy[d]*c[j] - sign*dy[partner]*s[jp] (fp32, one rounding).
-    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. HALVES: see _half_columns
-    (BLOCK_D is then the half's block)."""
+    (sob, sos, soh) are QO's strides, (spb, sps, sph) KO's; their last stride is 1. PAIR_TILES: see _pair_columns
+    (BLOCK_D is then the pairs' block, BLOCK_PASS the block of the columns that do not rotate)."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th token block
         for block in range(tl.program_id(0), tl.cdiv(T, BLOCK_T), tl.num_programs(0)):
             _rope_block(block, Q, K, QO, KO, C, SN, T, S, sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb,
                         sps, sph, scb, scs, scd, ssb, sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED, BACKWARD,
-                        COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, INTERPRET)
+                        COMPUTE_FP32, PAIR_TILES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, BLOCK_PASS, INTERPRET)
     else:
         _rope_block(tl.program_id(0), Q, K, QO, KO, C, SN, T, S, sqb, sqs, sqh, sqd, skb, sks, skh, skd, sob, sos,
                     soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED,
-                    BACKWARD, COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, INTERPRET)
+                    BACKWARD, COMPUTE_FP32, PAIR_TILES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, BLOCK_PASS, INTERPRET)
 
 
 @triton.jit
@@ -192,23 +223,24 @@ def _rope_block(block, Q, K, QO, KO, C, SN, T, S,
                 scb, scs, scd, ssb, sss, ssd,
                 HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr, ROT_START: tl.constexpr,
                 INTERLEAVED: tl.constexpr, BACKWARD: tl.constexpr, COMPUTE_FP32: tl.constexpr,
-                HALVES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                PAIR_TILES: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                BLOCK_D: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
     _, tok_ok, b, s_idx = _tokens(block * BLOCK_T, T, S, BLOCK_T)
-    if HALVES:
-        j, in_half = _half_columns(R, BLOCK_D)
-        c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
-        if BACKWARD:  # dx_lo = dy_lo*c_lo + dy_hi*s_hi, dx_hi = dy_hi*c_hi - dy_lo*s_lo
-            s_lo, s_hi = s_hi, s_lo
-            sign_lo = 1.0
+    if PAIR_TILES:
+        j1, j2, col1, col2, in_pair = _pair_columns(R, ROT_START, INTERLEAVED, BLOCK_D)
+        pass_cols, _ = _pass_columns(D, R, ROT_START, BLOCK_PASS)
+        c1, c2, s1, s2 = _pair_tables(C, SN, b, s_idx, j1, j2, in_pair, tok_ok, scb, scs, scd, ssb, sss, ssd)
+        if BACKWARD:  # dx1 = dy1*c1 + dy2*s2, dx2 = dy2*c2 - dy1*s1
+            s1, s2 = s2, s1
+            sign1 = 1.0
         else:
-            sign_lo = -1.0
-        _rope_heads_halves(Q, QO, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh,
-                           c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo, HQ, R, BACKWARD, COMPUTE_FP32, BLOCK_HQ,
-                           BLOCK_D, INTERPRET)
-        _rope_heads_halves(K, KO, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph,
-                           c_lo, c_hi, s_lo, s_hi, j, in_half, sign_lo, HK, R, BACKWARD, COMPUTE_FP32, BLOCK_HK,
-                           BLOCK_D, INTERPRET)
+            sign1 = -1.0
+        _rope_heads_pairs(Q, QO, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh, sqd, soh,
+                          c1, c2, s1, s2, col1, col2, in_pair, sign1, pass_cols, HQ, R // 2, D - R, BACKWARD,
+                          COMPUTE_FP32, BLOCK_HQ, BLOCK_D, BLOCK_PASS, INTERPRET)
+        _rope_heads_pairs(K, KO, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh, skd, sph,
+                          c1, c2, s1, s2, col1, col2, in_pair, sign1, pass_cols, HK, R // 2, D - R, BACKWARD,
+                          COMPUTE_FP32, BLOCK_HK, BLOCK_D, BLOCK_PASS, INTERPRET)
     else:
         d, rot, j, jp, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
         c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
@@ -223,20 +255,21 @@ def _rope_block(block, Q, K, QO, KO, C, SN, T, S,
                     rot, sign, HK, D, BACKWARD, COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
 
 
-# --------------------------------------------------------------------------------------------- qk-norm + rope fwd
+# ------------------------------------------------------------------------------------------ qk-norm: shared pieces
 @triton.jit
-def _rstd_of(x_sq, eps, N: tl.constexpr, TOGETHER: tl.constexpr):
-    """1/rms of each head ([BLOCK_T, BLOCK_H]) or of each token's whole tile ([BLOCK_T, 1]), from the squares."""
-    ss = tl.sum(x_sq, axis=2)
+def _over_heads(per_head, TOGETHER: tl.constexpr):
+    """A per-head row sum ([BLOCK_T, BLOCK_H]) as is, or summed over the token's heads ([BLOCK_T, 1]) when the norm
+    spans them all (TOGETHER)."""
     if TOGETHER:
-        ss = tl.sum(ss, axis=1)[:, None]
-    return tl.math.rsqrt(ss / N + eps)
+        per_head = tl.sum(per_head, axis=1)[:, None]
+    return per_head
 
 
 @triton.jit
-def _store_rstd(RSTD, x_sq, eps, tok, tok_ok, h, N: tl.constexpr, H: tl.constexpr, TOGETHER: tl.constexpr):
-    """rstd of the tile, stored ([B, S] when TOGETHER, else [B, S, H]); returned as [BLOCK_T, BLOCK_H or 1, 1]."""
-    rstd = _rstd_of(x_sq, eps, N, TOGETHER)
+def _store_rstd(RSTD, ss, eps, tok, tok_ok, h, N: tl.constexpr, H: tl.constexpr, TOGETHER: tl.constexpr):
+    """1/rms from the sums of squares of each head's row ss ([BLOCK_T, BLOCK_H]), stored ([B, S] when TOGETHER, else
+    [B, S, H]); returned as [BLOCK_T, BLOCK_H or 1, 1]."""
+    rstd = tl.math.rsqrt(_over_heads(ss, TOGETHER) / N + eps)
     if TOGETHER:
         tl.store(RSTD + tok[:, None], rstd, mask=tok_ok[:, None])
     else:
@@ -244,6 +277,52 @@ def _store_rstd(RSTD, x_sq, eps, tok, tok_ok, h, N: tl.constexpr, H: tl.constexp
     return rstd[:, :, None]
 
 
+@triton.jit
+def _load_rstd(RSTD, tok, tok_ok, h, H: tl.constexpr, TOGETHER: tl.constexpr):
+    """The forward's rstd, as [BLOCK_T, BLOCK_H or 1, 1]."""
+    if TOGETHER:
+        rstd = tl.load(RSTD + tok, mask=tok_ok, other=0.0)[:, None, None]
+    else:
+        rstd = tl.load(RSTD + tok[:, None] * H + h[None, :], mask=tok_ok[:, None] & (h < H)[None, :],
+                       other=0.0)[:, :, None]
+    return rstd
+
+
+@triton.jit
+def _weights(W, h, cols, cols_ok, H: tl.constexpr, D: tl.constexpr, TOGETHER: tl.constexpr):
+    """The norm weight of columns `cols` (mask cols_ok, [1, 1, BLOCK]), fp32: one weight row for all heads, or head
+    h's row of the [H * D] weight when TOGETHER. triton-ascend does not broadcast a pointer to a wider mask: there
+    the mask keeps the pointer's shape (NVIDIA keeps its code, which broadcasts)."""
+    w_row = h[None, :, None] * D if TOGETHER else 0
+    w_ok = (h < H)[None, :, None] & cols_ok
+    if TRITON_ASCEND:
+        if not TOGETHER:
+            w_ok = cols_ok
+    return tl.load(W + w_row + cols[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _seen_by_weight(n, IN_DTYPE: tl.constexpr, CAST: tl.constexpr, INTERPRET: tl.constexpr):
+    """The normalised value the weight multiplied in the forward: rounded to the input dtype in "normed" mode."""
+    if CAST == 0:
+        n = round_to(n, IN_DTYPE, INTERPRET).to(tl.float32)
+    return n
+
+
+@triton.jit
+def _store_dw(DW, acc, pid, cols, COLS: tl.constexpr, H: tl.constexpr, D: tl.constexpr, TOGETHER: tl.constexpr,
+              BLOCK_H: tl.constexpr, BLOCK: tl.constexpr):
+    """This program's weight-grad partial of the COLS columns `cols` ([BLOCK]), from acc [BLOCK_H, BLOCK]."""
+    ok = tl.arange(0, BLOCK) < COLS
+    if TOGETHER:  # weight [H * D]
+        h = tl.arange(0, BLOCK_H)
+        tl.store(DW + pid.to(tl.int64) * (H * D) + h[:, None] * D + cols[None, :], acc,
+                 mask=(h < H)[:, None] & ok[None, :])
+    else:  # weight [D], shared by the heads
+        tl.store(DW + pid.to(tl.int64) * D + cols, tl.sum(acc, axis=0), mask=ok)
+
+
+# --------------------------------------------------------------------------------------------- qk-norm + rope fwd
 @triton.jit
 def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, syh, c, s, d, partner, rot, sign,
                          eps, weight_offset, H: tl.constexpr, D: tl.constexpr, TOGETHER: tl.constexpr,
@@ -255,16 +334,9 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
         xo, h, mask = _head_tile(x_base, h0, tok_ok, sxh, H, D, BLOCK_H, BLOCK_D)
         x = tl.load(X + xo + d[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
         xp = tl.load(X + xo + partner[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
-        # one weight row for all heads unless TOGETHER. triton-ascend does not broadcast a pointer to a wider mask:
-        # there the mask keeps the pointer's shape (NVIDIA keeps its code, which broadcasts)
-        w_row = h[None, :, None] * D if TOGETHER else 0
-        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :]
-        if TRITON_ASCEND:
-            if not TOGETHER:
-                w_ok = (d < D)[None, None, :]
-        w = tl.load(W + w_row + d[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
-        wp = tl.load(W + w_row + partner[None, None, :], mask=w_ok, other=0.0).to(tl.float32)
-        rstd = _store_rstd(RSTD, x * x, eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
+        w = _weights(W, h, d, (d < D)[None, None, :], H, D, TOGETHER)
+        wp = _weights(W, h, partner, (d < D)[None, None, :], H, D, TOGETHER)
+        rstd = _store_rstd(RSTD, tl.sum(x * x, axis=2), eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
         # The partner shares the head (and so the rstd); both are normalised exactly like the eager norm's output.
         n = round_to(normalise(x, rstd, w, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
         n_p = round_to(normalise(xp, rstd, wp, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE, INTERPRET)
@@ -275,38 +347,44 @@ def _norm_rope_fwd_heads(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, s
 
 
 @triton.jit
-def _norm_rope_fwd_heads_halves(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, syh, c_lo, c_hi, s_lo, s_hi, j,
-                                in_half, eps, weight_offset, H: tl.constexpr, D: tl.constexpr,
-                                TOGETHER: tl.constexpr, CAST: tl.constexpr, NORM_FP32: tl.constexpr,
-                                COMPUTE_FP32: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_R: tl.constexpr,
-                                INTERPRET: tl.constexpr):
-    """_norm_rope_fwd_heads for the HALVES layout (R == D): each half is loaded and normalised once."""
+def _norm_rope_fwd_heads_pairs(X, Y, W, RSTD, tok, x_base, y_base, tok_ok, sxh, sxd, syh, c1, c2, s1, s2, col1, col2,
+                               in_pair, pass_cols, pass_ok, eps, weight_offset, H: tl.constexpr, D: tl.constexpr,
+                               R: tl.constexpr, TOGETHER: tl.constexpr, CAST: tl.constexpr, NORM_FP32: tl.constexpr,
+                               COMPUTE_FP32: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_P: tl.constexpr,
+                               BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
+    """_norm_rope_fwd_heads on PAIR_TILES: each value is loaded and normalised once; a head's sum of squares adds up
+    its pair tiles and the tile of the columns that do not rotate, which are normalised and copied."""
     IN_DTYPE: tl.constexpr = X.dtype.element_ty
     NORM_DTYPE: tl.constexpr = tl.float32 if NORM_FP32 else X.dtype.element_ty
-    HALF: tl.constexpr = D // 2
-    lo = j[None, None, :]
+    PAIRS: tl.constexpr = R // 2
+    PASS: tl.constexpr = D - R
     for h0 in range(0, H, BLOCK_H):
-        xo, h, mask = _head_tile(x_base, h0, tok_ok, sxh, H, HALF, BLOCK_H, BLOCK_R)
-        x_lo = tl.load(X + xo + lo * sxd, mask=mask, other=0.0).to(tl.float32)
-        x_hi = tl.load(X + xo + (lo + HALF) * sxd, mask=mask, other=0.0).to(tl.float32)
-        w_row = h[None, :, None] * D if TOGETHER else 0
-        w_ok = (h < H)[None, :, None] & in_half
-        if TRITON_ASCEND:  # (see above)
-            if not TOGETHER:
-                w_ok = in_half
-        w_lo = tl.load(W + w_row + lo, mask=w_ok, other=0.0).to(tl.float32)
-        w_hi = tl.load(W + w_row + lo + HALF, mask=w_ok, other=0.0).to(tl.float32)
-        rstd = _store_rstd(RSTD, x_lo * x_lo + x_hi * x_hi, eps, tok, tok_ok, h, H * D if TOGETHER else D, H,
-                           TOGETHER)
-        n_lo = round_to(normalise(x_lo, rstd, w_lo, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+        xo, h, mask = _head_tile(x_base, h0, tok_ok, sxh, H, PAIRS, BLOCK_H, BLOCK_P)
+        x1 = tl.load(X + xo + col1[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(X + xo + col2[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        w1 = _weights(W, h, col1, in_pair, H, D, TOGETHER)
+        w2 = _weights(W, h, col2, in_pair, H, D, TOGETHER)
+        ss = tl.sum(x1 * x1 + x2 * x2, axis=2)
+        if PASS > 0:
+            po, _, pass_mask = _head_tile(x_base, h0, tok_ok, sxh, H, PASS, BLOCK_H, BLOCK_PASS)
+            xp = tl.load(X + po + pass_cols[None, None, :] * sxd, mask=pass_mask, other=0.0).to(tl.float32)
+            ss += tl.sum(xp * xp, axis=2)
+        rstd = _store_rstd(RSTD, ss, eps, tok, tok_ok, h, H * D if TOGETHER else D, H, TOGETHER)
+        n1 = round_to(normalise(x1, rstd, w1, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
                       INTERPRET).to(tl.float32)
-        n_hi = round_to(normalise(x_hi, rstd, w_hi, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+        n2 = round_to(normalise(x2, rstd, w2, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
                       INTERPRET).to(tl.float32)
-        y_lo = _rotate_eager(n_lo, n_hi, c_lo, s_lo, in_half, -1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
-        y_hi = _rotate_eager(n_hi, n_lo, c_hi, s_hi, in_half, 1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
-        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, HALF, BLOCK_H, BLOCK_R)
-        tl.store(Y + yo + lo, y_lo, mask=mask)
-        tl.store(Y + yo + lo + HALF, y_hi, mask=mask)
+        y1 = _rotate_eager(n1, n2, c1, s1, in_pair, -1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+        y2 = _rotate_eager(n2, n1, c2, s2, in_pair, 1.0, Y.dtype.element_ty, COMPUTE_FP32, INTERPRET)
+        yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, PAIRS, BLOCK_H, BLOCK_P)
+        tl.store(Y + yo + col1[None, None, :], y1, mask=mask)
+        tl.store(Y + yo + col2[None, None, :], y2, mask=mask)
+        if PASS > 0:
+            wp = _weights(W, h, pass_cols, pass_ok, H, D, TOGETHER)
+            n_p = round_to(normalise(xp, rstd, wp, weight_offset, IN_DTYPE, True, CAST, INTERPRET), NORM_DTYPE,
+                           INTERPRET).to(tl.float32)
+            yo, _, _ = _head_tile(y_base, h0, tok_ok, syh, H, PASS, BLOCK_H, BLOCK_PASS)
+            tl.store(Y + yo + pass_cols[None, None, :], round_to(n_p, Y.dtype.element_ty, INTERPRET), mask=pass_mask)
 
 
 @writes("QO", "KO", "RQ", "RK")
@@ -317,23 +395,25 @@ def _norm_rope_fwd_kernel(Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight
                           HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
                           ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
                           CAST: tl.constexpr, Q_NORM_FP32: tl.constexpr, K_NORM_FP32: tl.constexpr,
-                          Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
+                          Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, PAIR_TILES: tl.constexpr,
                           BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                          BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr, PERSISTENT: tl.constexpr):
-    """HALVES: see _half_columns (BLOCK_D is then the half's block)."""
+                          BLOCK_D: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr,
+                          PERSISTENT: tl.constexpr):
+    """PAIR_TILES: see _pair_columns (BLOCK_D is then the pairs' block, BLOCK_PASS that of the columns that do not
+    rotate)."""
     if PERSISTENT:  # one program per core, each taking every num_programs-th token block
         for block in range(tl.program_id(0), tl.cdiv(T, BLOCK_T), tl.num_programs(0)):
             _norm_rope_fwd_block(block, Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset, sqb, sqs, sqh,
                                  sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd,
                                  HQ, HK, D, R, ROT_START, INTERLEAVED, TOGETHER, CAST, Q_NORM_FP32, K_NORM_FP32,
-                                 Q_COMPUTE_FP32, K_COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D,
-                                 INTERPRET)
+                                 Q_COMPUTE_FP32, K_COMPUTE_FP32, PAIR_TILES, BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D,
+                                 BLOCK_PASS, INTERPRET)
     else:
         _norm_rope_fwd_block(tl.program_id(0), Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, weight_offset, sqb,
                              sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb,
                              sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED, TOGETHER, CAST, Q_NORM_FP32,
-                             K_NORM_FP32, Q_COMPUTE_FP32, K_COMPUTE_FP32, HALVES, BLOCK_T, BLOCK_HQ, BLOCK_HK,
-                             BLOCK_D, INTERPRET)
+                             K_NORM_FP32, Q_COMPUTE_FP32, K_COMPUTE_FP32, PAIR_TILES, BLOCK_T, BLOCK_HQ, BLOCK_HK,
+                             BLOCK_D, BLOCK_PASS, INTERPRET)
 
 
 @triton.jit
@@ -343,21 +423,24 @@ def _norm_rope_fwd_block(block, Q, K, QO, KO, WQ, WK, RQ, RK, C, SN, T, S, eps, 
                          HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
                          ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
                          CAST: tl.constexpr, Q_NORM_FP32: tl.constexpr, K_NORM_FP32: tl.constexpr,
-                         Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, HALVES: tl.constexpr,
+                         Q_COMPUTE_FP32: tl.constexpr, K_COMPUTE_FP32: tl.constexpr, PAIR_TILES: tl.constexpr,
                          BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                         BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
+                         BLOCK_D: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
     eps = tl.cast(eps, tl.float32)
     weight_offset = tl.cast(weight_offset, tl.float32)
     tok, tok_ok, b, s_idx = _tokens(block * BLOCK_T, T, S, BLOCK_T)
-    if HALVES:
-        j, in_half = _half_columns(R, BLOCK_D)
-        c_lo, c_hi, s_lo, s_hi = _halves(C, SN, b, s_idx, j, in_half, tok_ok, scb, scs, scd, ssb, sss, ssd, R)
-        _norm_rope_fwd_heads_halves(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh,
-                                    sqd, soh, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HQ, D,
-                                    TOGETHER, CAST, Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ, BLOCK_D, INTERPRET)
-        _norm_rope_fwd_heads_halves(K, KO, WK, RK, tok, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh,
-                                    skd, sph, c_lo, c_hi, s_lo, s_hi, j, in_half, eps, weight_offset, HK, D,
-                                    TOGETHER, CAST, K_NORM_FP32, K_COMPUTE_FP32, BLOCK_HK, BLOCK_D, INTERPRET)
+    if PAIR_TILES:
+        j1, j2, col1, col2, in_pair = _pair_columns(R, ROT_START, INTERLEAVED, BLOCK_D)
+        pass_cols, pass_ok = _pass_columns(D, R, ROT_START, BLOCK_PASS)
+        c1, c2, s1, s2 = _pair_tables(C, SN, b, s_idx, j1, j2, in_pair, tok_ok, scb, scs, scd, ssb, sss, ssd)
+        _norm_rope_fwd_heads_pairs(Q, QO, WQ, RQ, tok, b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sqh,
+                                   sqd, soh, c1, c2, s1, s2, col1, col2, in_pair, pass_cols, pass_ok, eps,
+                                   weight_offset, HQ, D, R, TOGETHER, CAST, Q_NORM_FP32, Q_COMPUTE_FP32, BLOCK_HQ,
+                                   BLOCK_D, BLOCK_PASS, INTERPRET)
+        _norm_rope_fwd_heads_pairs(K, KO, WK, RK, tok, b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, skh,
+                                   skd, sph, c1, c2, s1, s2, col1, col2, in_pair, pass_cols, pass_ok, eps,
+                                   weight_offset, HK, D, R, TOGETHER, CAST, K_NORM_FP32, K_COMPUTE_FP32, BLOCK_HK,
+                                   BLOCK_D, BLOCK_PASS, INTERPRET)
     else:
         d, rot, j, _, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
         c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
@@ -385,40 +468,66 @@ def _norm_rope_bwd_heads(DY, X, DX, W, RSTD, acc, tok, dy_base, x_base, dx_base,
         g = _rotate(dy, dyp, c, s, rot, sign, tl.float32, False, INTERPRET)  # the gradient reaching the norm's output
         xo, _, _ = _head_tile(x_base, h0, tok_ok, sxh, H, D, BLOCK_H, BLOCK_D)
         x = tl.load(X + xo + d[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
-        w_row = h[None, :, None] * D if TOGETHER else 0
-        w_ok = (h < H)[None, :, None] & (d < D)[None, None, :]
-        if TRITON_ASCEND:
-            if not TOGETHER:
-                w_ok = (d < D)[None, None, :]
-        w = tl.load(W + w_row + d[None, None, :], mask=w_ok, other=0.0).to(tl.float32) + weight_offset
-        if TOGETHER:
-            rstd = tl.load(RSTD + tok, mask=tok_ok, other=0.0)[:, None, None]
-        else:
-            rstd = tl.load(RSTD + tok[:, None] * H + h[None, :], mask=tok_ok[:, None] & (h < H)[None, :],
-                           other=0.0)[:, :, None]
+        w = _weights(W, h, d, (d < D)[None, None, :], H, D, TOGETHER) + weight_offset
+        rstd = _load_rstd(RSTD, tok, tok_ok, h, H, TOGETHER)
         n = x * rstd
         dn = g * w
-        dot = tl.sum(dn * n, axis=2)
-        if TOGETHER:
-            dot = tl.sum(dot, axis=1)[:, None]
+        dot = _over_heads(tl.sum(dn * n, axis=2), TOGETHER)
         dx = (dn - n * (dot / N)[:, :, None]) * rstd
         dxo, _, _ = _head_tile(dx_base, h0, tok_ok, sdxh, H, D, BLOCK_H, BLOCK_D)
         tl.store(DX + dxo + d[None, None, :], round_to(dx, DX.dtype.element_ty, INTERPRET), mask=mask)
-        n_seen = round_to(n, X.dtype.element_ty, INTERPRET).to(tl.float32) if CAST == 0 else n  # what w multiplied
-        acc += tl.sum(g * n_seen, axis=0)
+        acc += tl.sum(g * _seen_by_weight(n, X.dtype.element_ty, CAST, INTERPRET), axis=0)
     return acc
 
 
 @triton.jit
-def _store_dw(DW, acc, pid, H: tl.constexpr, D: tl.constexpr, TOGETHER: tl.constexpr, BLOCK_H: tl.constexpr,
-              BLOCK_D: tl.constexpr):
-    d = tl.arange(0, BLOCK_D)
-    if TOGETHER:  # weight [H * D]
-        h = tl.arange(0, BLOCK_H)
-        tl.store(DW + pid.to(tl.int64) * (H * D) + h[:, None] * D + d[None, :], acc,
-                 mask=(h < H)[:, None] & (d < D)[None, :])
-    else:  # weight [D], shared by the heads
-        tl.store(DW + pid.to(tl.int64) * D + d, tl.sum(acc, axis=0), mask=d < D)
+def _norm_rope_bwd_heads_pairs(DY, X, DX, W, RSTD, acc1, acc2, acc_pass, tok, dy_base, x_base, dx_base, tok_ok, sdyh,
+                               sdyd, sxh, sxd, sdxh, c1, c2, s1, s2, col1, col2, in_pair, pass_cols, pass_ok,
+                               weight_offset, H: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
+                               TOGETHER: tl.constexpr, CAST: tl.constexpr, BLOCK_H: tl.constexpr,
+                               BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
+    """_norm_rope_bwd_heads on PAIR_TILES: the rotation's transpose g1 = dy1*c1 + dy2*s2, g2 = dy2*c2 - dy1*s1 (g = dy
+    on the columns that do not rotate), then the norm's backward, whose dot product adds up the three tiles. Returns
+    the three tiles' weight-grad accumulators."""
+    N: tl.constexpr = H * D if TOGETHER else D
+    PAIRS: tl.constexpr = R // 2
+    PASS: tl.constexpr = D - R
+    IN_DTYPE: tl.constexpr = X.dtype.element_ty
+    for h0 in range(0, H, BLOCK_H):
+        dyo, h, mask = _head_tile(dy_base, h0, tok_ok, sdyh, H, PAIRS, BLOCK_H, BLOCK_P)
+        dy1 = tl.load(DY + dyo + col1[None, None, :] * sdyd, mask=mask, other=0.0).to(tl.float32)
+        dy2 = tl.load(DY + dyo + col2[None, None, :] * sdyd, mask=mask, other=0.0).to(tl.float32)
+        g1 = _rotate(dy1, dy2, c1, s2, in_pair, 1.0, tl.float32, False, INTERPRET)
+        g2 = _rotate(dy2, dy1, c2, s1, in_pair, -1.0, tl.float32, False, INTERPRET)
+        xo, _, _ = _head_tile(x_base, h0, tok_ok, sxh, H, PAIRS, BLOCK_H, BLOCK_P)
+        x1 = tl.load(X + xo + col1[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        x2 = tl.load(X + xo + col2[None, None, :] * sxd, mask=mask, other=0.0).to(tl.float32)
+        rstd = _load_rstd(RSTD, tok, tok_ok, h, H, TOGETHER)
+        n1, n2 = x1 * rstd, x2 * rstd
+        dn1 = g1 * (_weights(W, h, col1, in_pair, H, D, TOGETHER) + weight_offset)
+        dn2 = g2 * (_weights(W, h, col2, in_pair, H, D, TOGETHER) + weight_offset)
+        dot = tl.sum(dn1 * n1 + dn2 * n2, axis=2)
+        if PASS > 0:
+            po, _, pass_mask = _head_tile(dy_base, h0, tok_ok, sdyh, H, PASS, BLOCK_H, BLOCK_PASS)
+            g_p = tl.load(DY + po + pass_cols[None, None, :] * sdyd, mask=pass_mask, other=0.0).to(tl.float32)
+            po, _, _ = _head_tile(x_base, h0, tok_ok, sxh, H, PASS, BLOCK_H, BLOCK_PASS)
+            n_p = tl.load(X + po + pass_cols[None, None, :] * sxd, mask=pass_mask, other=0.0).to(tl.float32) * rstd
+            dn_p = g_p * (_weights(W, h, pass_cols, pass_ok, H, D, TOGETHER) + weight_offset)
+            dot += tl.sum(dn_p * n_p, axis=2)
+        dot_n = (_over_heads(dot, TOGETHER) / N)[:, :, None]
+        dxo, _, _ = _head_tile(dx_base, h0, tok_ok, sdxh, H, PAIRS, BLOCK_H, BLOCK_P)
+        tl.store(DX + dxo + col1[None, None, :], round_to((dn1 - n1 * dot_n) * rstd, DX.dtype.element_ty, INTERPRET),
+                 mask=mask)
+        tl.store(DX + dxo + col2[None, None, :], round_to((dn2 - n2 * dot_n) * rstd, DX.dtype.element_ty, INTERPRET),
+                 mask=mask)
+        acc1 += tl.sum(g1 * _seen_by_weight(n1, IN_DTYPE, CAST, INTERPRET), axis=0)
+        acc2 += tl.sum(g2 * _seen_by_weight(n2, IN_DTYPE, CAST, INTERPRET), axis=0)
+        if PASS > 0:
+            po, _, _ = _head_tile(dx_base, h0, tok_ok, sdxh, H, PASS, BLOCK_H, BLOCK_PASS)
+            tl.store(DX + po + pass_cols[None, None, :],
+                     round_to((dn_p - n_p * dot_n) * rstd, DX.dtype.element_ty, INTERPRET), mask=pass_mask)
+            acc_pass += tl.sum(g_p * _seen_by_weight(n_p, IN_DTYPE, CAST, INTERPRET), axis=0)
+    return acc1, acc2, acc_pass
 
 
 @writes("DQ", "DK", "DWQ", "DWK")
@@ -429,26 +538,76 @@ def _norm_rope_bwd_kernel(DQ_OUT, DK_OUT, Q, K, DQ, DK, WQ, WK, RQ, RK, DWQ, DWK
                           sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd,
                           HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
                           ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
-                          CAST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-                          BLOCK_D: tl.constexpr, INTERPRET: tl.constexpr):
-    """RoPE backward then RMSNorm backward, one pass. (sob, sos, soh) are DQ's strides, (spb, sps, sph) DK's."""
+                          CAST: tl.constexpr, PAIR_TILES: tl.constexpr, BLOCK_T: tl.constexpr,
+                          BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr,
+                          BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
+    """RoPE backward then RMSNorm backward, one pass. (sob, sos, soh) are DQ's strides, (spb, sps, sph) DK's.
+    PAIR_TILES: see _pair_columns (BLOCK_D is then the pairs' block, BLOCK_PASS that of the columns that do not
+    rotate)."""
     weight_offset = tl.cast(weight_offset, tl.float32)
     pid = tl.program_id(0)
-    d, rot, j, jp, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
-    acc_q = tl.zeros([BLOCK_HQ, BLOCK_D], dtype=tl.float32)
-    acc_k = tl.zeros([BLOCK_HK, BLOCK_D], dtype=tl.float32)
+    if PAIR_TILES:
+        _norm_rope_bwd_pairs(pid, DQ_OUT, DK_OUT, Q, K, DQ, DK, WQ, WK, RQ, RK, DWQ, DWK, C, SN, T, S,
+                             tokens_per_program, weight_offset, sgqb, sgqs, sgqh, sgqd, sgkb, sgks, sgkh, sgkd, sqb,
+                             sqs, sqh, sqd, skb, sks, skh, skd, sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb,
+                             sss, ssd, HQ, HK, D, R, ROT_START, INTERLEAVED, TOGETHER, CAST, BLOCK_T, BLOCK_HQ,
+                             BLOCK_HK, BLOCK_D, BLOCK_PASS, INTERPRET)
+    else:
+        d, rot, j, jp, partner, sign = _columns(R, ROT_START, INTERLEAVED, BLOCK_D)
+        acc_q = tl.zeros([BLOCK_HQ, BLOCK_D], dtype=tl.float32)
+        acc_k = tl.zeros([BLOCK_HK, BLOCK_D], dtype=tl.float32)
+        for i in range(0, tokens_per_program, BLOCK_T):
+            tok, tok_ok, b, s_idx = _tokens(pid.to(tl.int64) * tokens_per_program + i, T, S, BLOCK_T)
+            c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
+            s = _load_row(SN, b, s_idx, jp, tok_ok, rot, ssb, sss, ssd)
+            acc_q = _norm_rope_bwd_heads(DQ_OUT, Q, DQ, WQ, RQ, acc_q, tok, b * sgqb + s_idx * sgqs,
+                                         b * sqb + s_idx * sqs, b * sob + s_idx * sos, tok_ok, sgqh, sgqd, sqh, sqd,
+                                         soh, c, s, d, partner, rot, -sign, weight_offset, HQ, D, TOGETHER, CAST,
+                                         BLOCK_HQ, BLOCK_D, INTERPRET)
+            acc_k = _norm_rope_bwd_heads(DK_OUT, K, DK, WK, RK, acc_k, tok, b * sgkb + s_idx * sgks,
+                                         b * skb + s_idx * sks, b * spb + s_idx * sps, tok_ok, sgkh, sgkd, skh, skd,
+                                         sph, c, s, d, partner, rot, -sign, weight_offset, HK, D, TOGETHER, CAST,
+                                         BLOCK_HK, BLOCK_D, INTERPRET)
+        _store_dw(DWQ, acc_q, pid, d, D, HQ, D, TOGETHER, BLOCK_HQ, BLOCK_D)
+        _store_dw(DWK, acc_k, pid, d, D, HK, D, TOGETHER, BLOCK_HK, BLOCK_D)
+
+
+@triton.jit
+def _norm_rope_bwd_pairs(pid, DQ_OUT, DK_OUT, Q, K, DQ, DK, WQ, WK, RQ, RK, DWQ, DWK, C, SN, T, S, tokens_per_program,
+                         weight_offset,
+                         sgqb, sgqs, sgqh, sgqd, sgkb, sgks, sgkh, sgkd, sqb, sqs, sqh, sqd, skb, sks, skh, skd,
+                         sob, sos, soh, spb, sps, sph, scb, scs, scd, ssb, sss, ssd,
+                         HQ: tl.constexpr, HK: tl.constexpr, D: tl.constexpr, R: tl.constexpr,
+                         ROT_START: tl.constexpr, INTERLEAVED: tl.constexpr, TOGETHER: tl.constexpr,
+                         CAST: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
+                         BLOCK_P: tl.constexpr, BLOCK_PASS: tl.constexpr, INTERPRET: tl.constexpr):
+    """_norm_rope_bwd_kernel's program on PAIR_TILES: a weight-grad accumulator per tile of q's and of k's."""
+    j1, j2, col1, col2, in_pair = _pair_columns(R, ROT_START, INTERLEAVED, BLOCK_P)
+    pass_cols, pass_ok = _pass_columns(D, R, ROT_START, BLOCK_PASS)
+    acc_q1 = tl.zeros([BLOCK_HQ, BLOCK_P], dtype=tl.float32)
+    acc_q2 = tl.zeros([BLOCK_HQ, BLOCK_P], dtype=tl.float32)
+    acc_q_pass = tl.zeros([BLOCK_HQ, BLOCK_PASS], dtype=tl.float32)
+    acc_k1 = tl.zeros([BLOCK_HK, BLOCK_P], dtype=tl.float32)
+    acc_k2 = tl.zeros([BLOCK_HK, BLOCK_P], dtype=tl.float32)
+    acc_k_pass = tl.zeros([BLOCK_HK, BLOCK_PASS], dtype=tl.float32)
     for i in range(0, tokens_per_program, BLOCK_T):
         tok, tok_ok, b, s_idx = _tokens(pid.to(tl.int64) * tokens_per_program + i, T, S, BLOCK_T)
-        c = _load_row(C, b, s_idx, j, tok_ok, rot, scb, scs, scd)
-        s = _load_row(SN, b, s_idx, jp, tok_ok, rot, ssb, sss, ssd)
-        acc_q = _norm_rope_bwd_heads(DQ_OUT, Q, DQ, WQ, RQ, acc_q, tok, b * sgqb + s_idx * sgqs, b * sqb + s_idx * sqs,
-                                     b * sob + s_idx * sos, tok_ok, sgqh, sgqd, sqh, sqd, soh, c, s, d, partner, rot,
-                                     -sign, weight_offset, HQ, D, TOGETHER, CAST, BLOCK_HQ, BLOCK_D, INTERPRET)
-        acc_k = _norm_rope_bwd_heads(DK_OUT, K, DK, WK, RK, acc_k, tok, b * sgkb + s_idx * sgks, b * skb + s_idx * sks,
-                                     b * spb + s_idx * sps, tok_ok, sgkh, sgkd, skh, skd, sph, c, s, d, partner, rot,
-                                     -sign, weight_offset, HK, D, TOGETHER, CAST, BLOCK_HK, BLOCK_D, INTERPRET)
-    _store_dw(DWQ, acc_q, pid, HQ, D, TOGETHER, BLOCK_HQ, BLOCK_D)
-    _store_dw(DWK, acc_k, pid, HK, D, TOGETHER, BLOCK_HK, BLOCK_D)
+        c1, c2, s1, s2 = _pair_tables(C, SN, b, s_idx, j1, j2, in_pair, tok_ok, scb, scs, scd, ssb, sss, ssd)
+        acc_q1, acc_q2, acc_q_pass = _norm_rope_bwd_heads_pairs(
+            DQ_OUT, Q, DQ, WQ, RQ, acc_q1, acc_q2, acc_q_pass, tok, b * sgqb + s_idx * sgqs, b * sqb + s_idx * sqs,
+            b * sob + s_idx * sos, tok_ok, sgqh, sgqd, sqh, sqd, soh, c1, c2, s1, s2, col1, col2, in_pair, pass_cols,
+            pass_ok, weight_offset, HQ, D, R, TOGETHER, CAST, BLOCK_HQ, BLOCK_P, BLOCK_PASS, INTERPRET)
+        acc_k1, acc_k2, acc_k_pass = _norm_rope_bwd_heads_pairs(
+            DK_OUT, K, DK, WK, RK, acc_k1, acc_k2, acc_k_pass, tok, b * sgkb + s_idx * sgks, b * skb + s_idx * sks,
+            b * spb + s_idx * sps, tok_ok, sgkh, sgkd, skh, skd, sph, c1, c2, s1, s2, col1, col2, in_pair, pass_cols,
+            pass_ok, weight_offset, HK, D, R, TOGETHER, CAST, BLOCK_HK, BLOCK_P, BLOCK_PASS, INTERPRET)
+    _store_dw(DWQ, acc_q1, pid, col1, R // 2, HQ, D, TOGETHER, BLOCK_HQ, BLOCK_P)
+    _store_dw(DWQ, acc_q2, pid, col2, R // 2, HQ, D, TOGETHER, BLOCK_HQ, BLOCK_P)
+    _store_dw(DWK, acc_k1, pid, col1, R // 2, HK, D, TOGETHER, BLOCK_HK, BLOCK_P)
+    _store_dw(DWK, acc_k2, pid, col2, R // 2, HK, D, TOGETHER, BLOCK_HK, BLOCK_P)
+    if D > R:
+        _store_dw(DWQ, acc_q_pass, pid, pass_cols, D - R, HQ, D, TOGETHER, BLOCK_HQ, BLOCK_PASS)
+        _store_dw(DWK, acc_k_pass, pid, pass_cols, D - R, HK, D, TOGETHER, BLOCK_HK, BLOCK_PASS)
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
@@ -477,7 +636,7 @@ def _check_rotary(head_dim: int, rotary_dim: int) -> None:
 
 
 def _config(hq: int, hk: int, d: int, together: bool, config=None, gpu_budget: int = 4096):
-    """(BLOCK_T, BLOCK_HQ, BLOCK_HK, BLOCK_D, num_warps). A tile holds ~gpu_budget elements on a GPU (a few tokens
+    """(BLOCK_T, BLOCK_HQ, BLOCK_HK, num_warps). A tile holds ~gpu_budget elements on a GPU (a few tokens
     of a small model, one token of a large one, head chunks when one token's heads exceed that), ~64K in the
     interpreter, where each program costs ~1 ms but wide numpy ops are cheap. Swept on an H200 for one shape
     (benchmarks/sweep_mlp_rope.py). `config` = (BLOCK_T, BLOCK_H, num_warps) overrides it; BLOCK_H (a power of 2)
@@ -492,15 +651,27 @@ def _config(hq: int, hk: int, d: int, together: bool, config=None, gpu_budget: i
     if config is None:
         block_t = max(1, budget // widest)
         num_warps = 4 if widest <= 4096 else 8  # H200, rope fwd, 32 + 8 heads of 128: 4 warps 3.8 TB/s, 8 warps 3.1
-    return block_t, block_hq, block_hk, block_d, num_warps
+    return block_t, block_hq, block_hk, num_warps
 
 
-def _use_halves(d: int, rotary_dim: int, interleaved: bool, config) -> bool:
-    """The HALVES kernels (see _half_columns) serve rotate-half over the whole head, unless a 4-field config asks for
-    the general kernel (the sweep compares the two)."""
+def _use_pair_tiles(d: int, rotary_dim: int, interleaved: bool, caps, config=None) -> bool:
+    """PAIR_TILES (see _pair_columns) where the device makes scalar loads of per-element addresses
+    (caps.vector_gathers False), in every layout. Elsewhere for rotate-half over the whole head, each half loaded
+    once, unless a 4-field config asks for the general kernel (the sweep compares the two)."""
+    if not caps.vector_gathers:
+        return True
     if config is not None and len(config) > 3 and not config[3]:
         return False
     return not interleaved and rotary_dim == d and d > 0
+
+
+def _column_blocks(d: int, rotary_dim: int, pair_tiles: bool) -> tuple[int, int]:
+    """(BLOCK_D, BLOCK_PASS): with PAIR_TILES the block of the rotary_dim / 2 pairs and the block of the d -
+    rotary_dim columns that do not rotate (1, unused, when every column rotates); else the head's block and 1
+    (unused)."""
+    if not pair_tiles:
+        return triton.next_power_of_2(max(d, 1)), 1
+    return triton.next_power_of_2(max(rotary_dim // 2, 1)), triton.next_power_of_2(max(d - rotary_dim, 1))
 
 
 def _strides(t):
@@ -527,16 +698,17 @@ def _rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, out_dty
     q_out = torch.empty(q.shape, dtype=out_dtypes[0], device=q.device)  # contiguous in the input's logical layout
     k_out = torch.empty(k.shape, dtype=out_dtypes[1], device=k.device)
     qo4, ko4 = _bshd(q_out, seq_dim), _bshd(k_out, seq_dim)
-    block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, False, config)
-    halves = _use_halves(d, rotary_dim, interleaved, config)
+    block_t, block_hq, block_hk, num_warps = _config(hq, hk, d, False, config)
     tokens = batch * seq
     caps = device_caps(q.device)
+    pair_tiles = _use_pair_tiles(d, rotary_dim, interleaved, caps, config)
+    block_d, block_pass = _column_blocks(d, rotary_dim, pair_tiles)
     wrap_triton(_rope_kernel)[(caps.programs(triton.cdiv(tokens, block_t)),)](
         q4, k4, qo4, ko4, c3, s3, tokens, seq, *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3],
         *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
-        BACKWARD=backward, COMPUTE_FP32=compute_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
-        BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
+        BACKWARD=backward, COMPUTE_FP32=compute_fp32, PAIR_TILES=pair_tiles, BLOCK_T=block_t, BLOCK_HQ=block_hq,
+        BLOCK_HK=block_hk, BLOCK_D=block_d, BLOCK_PASS=block_pass, INTERPRET=interpreting(),
         PERSISTENT=caps.persistent, num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out
 
@@ -599,17 +771,18 @@ def qk_norm_rope_fwd(q, k, q_weight, k_weight, eps, cast, cos, sin, rotary_dim, 
                          device=q.device)
     rstd_k = torch.empty((batch, seq) if norm_heads_together else (batch, seq, hk), dtype=torch.float32,
                          device=q.device)
-    block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, norm_heads_together, config)
-    halves = _use_halves(d, rotary_dim, interleaved, config)
+    block_t, block_hq, block_hk, num_warps = _config(hq, hk, d, norm_heads_together, config)
     tokens = batch * seq
     caps = device_caps(q.device)
+    pair_tiles = _use_pair_tiles(d, rotary_dim, interleaved, caps, config)
+    block_d, block_pass = _column_blocks(d, rotary_dim, pair_tiles)
     wrap_triton(_norm_rope_fwd_kernel)[(caps.programs(triton.cdiv(tokens, block_t)),)](
         q4, k4, qo4, ko4, q_weight, k_weight, rstd_q, rstd_k, c3, s3, tokens, seq, eps, weight_offset,
         *_strides(q4), *_strides(k4), *_strides(qo4)[:3], *_strides(ko4)[:3], *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
         TOGETHER=norm_heads_together, CAST=CAST_CODES[cast], Q_NORM_FP32=nq != q.dtype, K_NORM_FP32=nk != k.dtype,
-        Q_COMPUTE_FP32=q_fp32, K_COMPUTE_FP32=k_fp32, HALVES=halves, BLOCK_T=block_t, BLOCK_HQ=block_hq,
-        BLOCK_HK=block_hk, BLOCK_D=block_d // 2 if halves else block_d, INTERPRET=interpreting(),
+        Q_COMPUTE_FP32=q_fp32, K_COMPUTE_FP32=k_fp32, PAIR_TILES=pair_tiles, BLOCK_T=block_t, BLOCK_HQ=block_hq,
+        BLOCK_HK=block_hk, BLOCK_D=block_d, BLOCK_PASS=block_pass, INTERPRET=interpreting(),
         PERSISTENT=caps.persistent, num_warps=num_warps, enable_fp_fusion=False)
     return q_out, k_out, rstd_q, rstd_k
 
@@ -630,12 +803,15 @@ def qk_norm_rope_bwd(grad_q_out, grad_k_out, q, k, q_weight, k_weight, q_rstd, k
     dq4, dk4 = _bshd(grad_q, seq_dim), _bshd(grad_k, seq_dim)
     # H200, Qwen3 q 32 / k 8 heads of 128, 16384 tokens: 16 heads a tile and 16 tokens a program take 215 us, the
     # forward's 32 heads and 8 tokens 245 us (the backward holds more values per element).
-    block_t, block_hq, block_hk, block_d, num_warps = _config(hq, hk, d, norm_heads_together,
-                                                              config[:3] if config is not None else None, 2048)
+    block_t, block_hq, block_hk, num_warps = _config(hq, hk, d, norm_heads_together,
+                                                     config[:3] if config is not None else None, 2048)
     # Several token blocks per program on a GPU, so there are few weight-grad partials; one in the interpreter.
     steps = config[3] if config is not None else (1 if interpreting() else 16)
     tokens = batch * seq
     caps = device_caps(q.device)
+    # PAIR_TILES only where per-element addresses are scalar loads: on a GPU every layout takes the general kernel
+    pair_tiles = not caps.vector_gathers
+    block_d, block_pass = _column_blocks(d, rotary_dim, pair_tiles)
     if caps.persistent:  # at most one program per core
         steps = torch.sym_max(steps, triton.cdiv(triton.cdiv(tokens, block_t), caps.vector_cores))
     tokens_per_program = block_t * steps
@@ -649,6 +825,7 @@ def qk_norm_rope_bwd(grad_q_out, grad_k_out, q, k, q_weight, k_weight, q_rstd, k
         *_strides(gq4), *_strides(gk4), *_strides(q4), *_strides(k4), *_strides(dq4)[:3], *_strides(dk4)[:3],
         *_strides(c3), *_strides(s3),
         HQ=hq, HK=hk, D=d, R=rotary_dim, ROT_START=d - rotary_dim if rotate_last else 0, INTERLEAVED=interleaved,
-        TOGETHER=norm_heads_together, CAST=CAST_CODES[cast], BLOCK_T=block_t, BLOCK_HQ=block_hq, BLOCK_HK=block_hk,
-        BLOCK_D=block_d, INTERPRET=interpreting(), num_warps=num_warps, enable_fp_fusion=False)
+        TOGETHER=norm_heads_together, CAST=CAST_CODES[cast], PAIR_TILES=pair_tiles, BLOCK_T=block_t,
+        BLOCK_HQ=block_hq, BLOCK_HK=block_hk, BLOCK_D=block_d, BLOCK_PASS=block_pass, INTERPRET=interpreting(),
+        num_warps=num_warps, enable_fp_fusion=False)
     return grad_q, grad_k, dwq.sum(0).to(q_weight.dtype), dwk.sum(0).to(k_weight.dtype)

@@ -19,13 +19,11 @@ Implementations, registered below the ops (docs/adding-a-fusion.md):
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 from torch import Tensor
 
 from .. import lowering, sharding
-from ..kernels.common import FLOAT_DTYPES, device_caps, ttx_elementwise_reason, ttx_traceable
+from ..kernels.common import FLOAT_DTYPES, ttx_elementwise_reason, ttx_traceable
 from ..lowering.reference import normalise, rms_norm_grad
 from .rms_norm import _check_params, rms_norm_out_dtype
 
@@ -297,29 +295,15 @@ def _ttx_reason(q, k, cos, sin, *weights):
     return None
 
 
-def _gather_reason(q, what: str) -> Optional[str]:
-    """Where computed addresses lower to scalar loads (Ascend: DeviceCaps.vector_gathers), the kernels that read
-    partner columns by index stay off: scripts/ascend_check.py finds their loads scalarised (docs/ascend.md)."""
-    if q.device.type in ("cpu", "cuda") or device_caps(q.device).vector_gathers:
-        return None
-    return f"on {q.device.type} the {what} kernels read partner columns one by one (scalar loads)"
-
-
-def _layout_reason(q, rotary_dim, interleaved) -> Optional[str]:
-    if interleaved or rotary_dim != q.shape[-1]:  # the HALVES kernels (rotate-half, whole head) load halves
-        return _gather_reason(q, "interleaved / partial-rotary RoPE")
-    return None
-
-
 def _supports_rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    return _ttx_reason(q, k, cos, sin) or _layout_reason(q, rotary_dim, interleaved)
+    return _ttx_reason(q, k, cos, sin)
 
 
 def _supports_rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype,
                             k_dtype):
     if q_dtype != k_dtype:
         return "q and k of different dtypes"
-    return _ttx_reason(grad_q, grad_k, cos, sin) or _layout_reason(grad_q, rotary_dim, interleaved)
+    return _ttx_reason(grad_q, grad_k, cos, sin)
 
 
 def ttx_forward(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
@@ -335,13 +319,12 @@ lowering.register_impl("rope_backward", "ttx", ttx_backward, supports=_supports_
 
 
 def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
-    return _ttx_reason(q, k, cos, sin, q_weight, k_weight) or _gather_reason(q, "qk-norm + RoPE")
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight)
 
 
 def _supports_qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
                                     cos, sin, *rest):
-    return (_ttx_reason(q, k, cos, sin, q_weight, k_weight) or ttx_elementwise_reason(grad_q, grad_k)
-            or _gather_reason(q, "qk-norm + RoPE"))
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight) or ttx_elementwise_reason(grad_q, grad_k)
 
 
 def ttx_qk_norm_forward(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved,
