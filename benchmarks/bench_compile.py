@@ -344,13 +344,9 @@ def main():
         return
     import torch
 
-    from importlib import metadata
-    vers = {"torch": torch.__version__}
-    for dist in ("triton", "transformers"):
-        try:
-            vers[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
+    sys.path.insert(0, HERE)
+    from common import versions
+    vers = versions()
     dev = "CPU" if args.tiny else (torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU")
     date = datetime.date.today().isoformat()
     print(f"{date}  {dev}  " + ", ".join(f"{k} {v}" for k, v in vers.items()), flush=True)

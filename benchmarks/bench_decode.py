@@ -55,12 +55,11 @@ import platform
 import sys
 import time
 import traceback
-from importlib import metadata
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, median, print_table, rel_err  # noqa: E402
+from common import LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_table, rel_err, versions  # noqa: E402
 
 import mojo_compile  # noqa: E402
 
@@ -69,19 +68,8 @@ IMPLS = ("eager", "inductor", "mojo")
 SLACK = 64  # max_cache_len = ctx + SLACK (generate: prompt + 65 new - 1)
 NEW_TOKENS = 65
 
-MODELS = {
-    "llama": ("llama", dict(
-        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
-        head_dim=128, rms_norm_eps=1e-5, max_position_embeddings=131072,
-        rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
-                             high_freq_factor=4.0, original_max_position_embeddings=8192))),
-    "qwen3": ("qwen3", dict(
-        vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_attention_heads=32, num_key_value_heads=8,
-        head_dim=128, rms_norm_eps=1e-6, max_position_embeddings=40960,
-        rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
-}
-TINY = dict(vocab_size=517, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=16)
+MODELS = {"llama": ("llama", LLAMA3_8B_DIMS), "qwen3": ("qwen3", QWEN3_8B_DIMS)}
+TINY = TINY_DIMS
 
 
 # ----------------------------------------------------------------------------------------------- model and cache
@@ -407,16 +395,6 @@ def eager_reference_tokens(model, config, args):
 
 
 # ----------------------------------------------------------------------------------------------- output
-def versions():
-    out = {"torch": torch.__version__}
-    for dist in ("triton", "transformers"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
 def device_name(device):
     return torch.cuda.get_device_name() if device == "cuda" else \
         f"CPU {platform.machine()} ({torch.get_num_threads()} threads)"

@@ -60,31 +60,20 @@ import platform
 import sys
 import time
 import traceback
-from importlib import metadata
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, median, print_table  # noqa: E402
+from common import LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_table  # noqa: E402
+from common import versions as common_versions  # noqa: E402
 
 import mojo_compile  # noqa: E402
 
 H200_BF16_TFLOPS = 705.0  # bf16 GEMM 8192^3 on the lent H200 (docs/performance-anchors.md)
 ORDER = ("eager", "inductor", "mojo", "mojo-model", "liger")  # the run order: Liger last (it patches HF globally)
 
-MODELS = {
-    "llama3-dims": ("llama", dict(
-        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
-        head_dim=128, rms_norm_eps=1e-5, max_position_embeddings=131072,
-        rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
-                             high_freq_factor=4.0, original_max_position_embeddings=8192))),
-    "qwen3-8b-dims": ("qwen3", dict(
-        vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_attention_heads=32, num_key_value_heads=8,
-        head_dim=128, rms_norm_eps=1e-6, max_position_embeddings=40960,
-        rope_parameters=dict(rope_type="default", rope_theta=1000000.0))),
-}
-TINY = dict(vocab_size=517, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-            head_dim=16)
+MODELS = {"llama3-dims": ("llama", LLAMA3_8B_DIMS), "qwen3-8b-dims": ("qwen3", QWEN3_8B_DIMS)}
+TINY = TINY_DIMS
 
 
 # ----------------------------------------------------------------------------------------------- the model
@@ -303,13 +292,7 @@ def reference(kind, config, family, args, weights, ids):
 
 # ----------------------------------------------------------------------------------------------- output
 def versions():
-    out = {"torch": torch.__version__}
-    for dist, key in (("triton", "triton"), ("transformers", "transformers"), ("liger-kernel", "Liger Kernel")):
-        try:
-            out[key] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    return common_versions({"triton": "triton", "transformers": "transformers", "liger-kernel": "Liger Kernel"})
 
 
 def device_name(device):

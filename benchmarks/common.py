@@ -2,9 +2,36 @@
 from __future__ import annotations
 
 import statistics
+from importlib import metadata
 from typing import Callable, Optional
 
 import torch
+
+# HF config kwargs of the 8B-dims stand-ins (layers set by each benchmark): the train, decode and compile benchmarks'
+# models, and the tiny dims their --tiny runs use on the CPU.
+LLAMA3_8B_DIMS = dict(
+    vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
+    head_dim=128, rms_norm_eps=1e-5, max_position_embeddings=131072,
+    rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+                         high_freq_factor=4.0, original_max_position_embeddings=8192))
+QWEN3_8B_DIMS = dict(
+    vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_attention_heads=32, num_key_value_heads=8,
+    head_dim=128, rms_norm_eps=1e-6, max_position_embeddings=40960,
+    rope_parameters=dict(rope_type="default", rope_theta=1000000.0))
+TINY_DIMS = dict(vocab_size=517, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+                 head_dim=16)
+
+
+def versions(labels: Optional[dict] = None) -> dict:
+    """torch's version and those of the other packages installed ({distribution: label}; default triton and
+    transformers), for a results table's heading."""
+    out = {"torch": torch.__version__}
+    for dist, label in (labels or {"triton": "triton", "transformers": "transformers"}).items():
+        try:
+            out[label] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 def bench(fn: Callable, cudagraph: bool = True, rep_ms: int = 100) -> float:
