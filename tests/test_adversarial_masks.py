@@ -211,3 +211,22 @@ def test_positions_per_batch_keep_the_tensor(target):
     got = compiled(at_batch_positions, target, False)(q, k, v, positions)
     torch.testing.assert_close(got, at_batch_positions(q, k, v, positions), rtol=1e-5, atol=1e-5)
     assert {s.detail for s in mojo_compile.last_report().sites} == {"mask: tensor"}
+
+
+def additive_window_with_sink(q, k, v):
+    s = q.shape[2]
+    i = torch.arange(s, device=q.device)[:, None]
+    j = torch.arange(s, device=q.device)[None, :]
+    allowed = (j <= i) & (j > i - 3)
+    allowed[:, 0] = True  # written after it was built, before the additive mask reads it
+    zero = torch.zeros((), device=q.device)  # HF's spelling, where(allowed, tensor 0, finfo.min): where.ScalarOther
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.where(allowed, zero, torch.finfo(q.dtype).min))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_bool_part_of_an_additive_mask_written_in_place(dynamic, target):
+    """The additive mask is computed from the bool one after the in-place write: its formula is not the window's."""
+    report = check(additive_window_with_sink, target, dynamic)
+    for site in report.sites:
+        assert "window" not in site.detail, site

@@ -160,7 +160,8 @@ def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
         if value is not None:
             return classify(value, sq, skv)
     allowed = _boolean_part(gm, mask)
-    formula = mask_algebra.evaluate(allowed) if allowed is not None else None
+    # read where the mask is made of it (the where of an additive mask): a write to it before then counts too
+    formula = mask_algebra.evaluate(allowed, reader=mask) if allowed is not None else None
     found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
     if found is None:
         return None
