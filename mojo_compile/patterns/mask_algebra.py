@@ -233,7 +233,8 @@ RULES = {
 
 class Writes:
     """Where a graph's in-place ops write (a StaticCache's index_copy_ into its cache, the `add_` of its write
-    counter, `m[:, 0] = True`): each written tensor, with the tensors it is a view of, -> its first write."""
+    counter, `m[:, 0] = True`): each written tensor, with the tensors it is a view of, -> the positions of its
+    writes in the graph."""
 
     def __init__(self, graph):
         self.position, self.at = {}, {}
@@ -264,13 +265,14 @@ class Writes:
         return False
 
 
-def evaluate(mask: Node, reader: Optional[Node] = None) -> Optional[Formula]:
+def evaluate(mask: Node, reader: Optional[Node] = None, writes: Optional[Writes] = None) -> Optional[Formula]:
     """The formula of the mask that `reader` (the attention op; default: the mask's own node) reads, or None where
     any part of its subgraph is not index arithmetic over sizes and runtime tensors. Each node of the subgraph must
     read its inputs as they were computed (or, for a runtime input, as the graph received it): none written in
     place before it reads them; nor may the mask be before `reader` reads it. A runtime input written later (a
-    cache's write counter, incremented after the step's mask is built) is fine."""
-    writes = Writes(mask.graph)
+    cache's write counter, incremented after the step's mask is built) is fine. `writes`: the graph's, where the
+    caller has them."""
+    writes = writes or Writes(mask.graph)
     if reader is not None and writes.before(mask, reader):
         return None
     env: dict = {}

@@ -151,7 +151,7 @@ def _boolean_part(gm: GraphModule, mask: Node) -> Optional[Node]:
     return None
 
 
-def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
+def _prove(gm: GraphModule, mask: Node, sq, skv, writes: mask_algebra.Writes) -> Optional[MaskStructure]:
     """Static sizes and no runtime input: run the subgraph once and compare. Otherwise (symbolic sizes, or the
     user's attention_mask among the inputs): evaluate it as a formula of the indices (mask_algebra) and compare the
     formulas."""
@@ -161,7 +161,7 @@ def _prove(gm: GraphModule, mask: Node, sq, skv) -> Optional[MaskStructure]:
             return classify(value, sq, skv)
     allowed = _boolean_part(gm, mask)
     # read where the mask is made of it (the where of an additive mask): a write to it before then counts too
-    formula = mask_algebra.evaluate(allowed, reader=mask) if allowed is not None else None
+    formula = mask_algebra.evaluate(allowed, reader=mask, writes=writes) if allowed is not None else None
     found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
     if found is None:
         return None
@@ -276,7 +276,7 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
             continue  # written in place before attention reads it
         key = (mask, str(q.shape[2]), str(k.shape[2]))
         if key not in cache:
-            cache[key] = _prove(gm, mask, q.shape[2], k.shape[2])
+            cache[key] = _prove(gm, mask, q.shape[2], k.shape[2], writes)
         structure = cache[key]
         if structure is None:
             continue
