@@ -4,7 +4,8 @@ under TRITON_INTERPRET=1 (see conftest.py).
 
 Every case with a causal mask is a static cache whose keys outside the range the queries can attend (beyond max
 q_pos, and before min q_pos - window + 1 with a window) are NaN, as is the additive mask there: the output is
-finite and right only if that range is never read."""
+finite and right only if that range is never read. Likewise the bool-mask cases without positions (HF's
+StaticCache decode step) poison every key block that the mask rules out for all rows of the kernel's tile."""
 import itertools
 import math
 
@@ -345,3 +346,71 @@ def test_compiles_for_hopper():
     """The split and merge kernels compile for sm_90 (tests/hopper.py): every feature at D = 80 with fp32 partials;
     a bool mask at D = 128 written directly."""
     compile_for_hopper(_COMPILE_BODY, 4)
+
+
+# ------------------------------------------------------------------------------- bool mask over a static cache
+def key_blocks_poisoned(t, allowed_keys, block_n):
+    """A copy of k or v [B, Hkv, Skv, D] for a bool key mask allowed_keys [B, Skv] (True where any query of the
+    batch row may attend): in every key block of block_n that no query may attend, NaN (a read of it would turn
+    out into NaN: p = 0 times NaN); in the disallowed keys of the other blocks, 1e4 (read, and must be masked)."""
+    batch, skv = allowed_keys.shape
+    blocks = torch.nn.functional.pad(allowed_keys, (0, -skv % block_n)).view(batch, -1, block_n).any(-1)
+    dead = blocks.repeat_interleave(block_n, 1)[:, :skv].logical_not()
+    t = t.masked_fill(~allowed_keys[:, None, :, None], 1e4)
+    return t.masked_fill(dead[:, None, :, None], NAN)
+
+
+def run_bool_mask(q, k, v, mask, splits, block_n, sinks=None):
+    """The kernel without positions or causal (HF's StaticCache decode step: the mask is the only bound) on k / v
+    poisoned outside the blocks the mask allows, against the fp64 reference on the clean k / v."""
+    d = q.shape[-1]
+    ref = reference(q, k, v, d ** -0.5, causal=False, mask=mask, sinks=sinks)
+    keys = mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2]).any(1).any(1)  # [B, Skv]
+    kk, vv = key_blocks_poisoned(k, keys, block_n), key_blocks_poisoned(v, keys, block_n)
+    out, lse = attention_decode(q, kk, vv, d ** -0.5, causal=False, mask=mask, sinks=sinks, num_splits=splits,
+                                config=(block_n, 4, 2))
+    check(out, lse, ref, q.dtype)
+    return out, lse
+
+
+@pytest.mark.parametrize("splits", [1, None, 16])
+@pytest.mark.parametrize("sq", [1, 3])
+@pytest.mark.parametrize("dtype", [BF16, FP32])
+def test_bool_mask_unfilled_cache(dtype, sq, splits):
+    """HF generate with a StaticCache: a bool mask over the whole 1000-key cache, True on the filled slots only,
+    a different filled length per batch row (row 1 also left-padded); Sq 3 (a few speculative tokens) masks the
+    new tokens causally among themselves ([B, 1, Sq, Skv]). GQA 4. Key blocks no query may attend are NaN: only
+    the mask is read there (16 splits: most splits lie wholly in the unfilled tail)."""
+    batch, hq, hkv, skv, d, block_n = 3, 8, 2, 1000, 64, 32
+    q = make_q(batch, hq, sq, d, dtype, "bhsd")
+    k, v = make_cache(batch, hkv, skv, d, dtype, "bhsd")
+    filled = torch.tensor([37, 300, 613], device=DEVICE)  # 37 and 613: the last filled block is partial
+    j = torch.arange(skv, device=DEVICE)
+    ends = filled[:, None] - sq + 1 + torch.arange(sq, device=DEVICE)  # query i sees keys < ends[b, i]
+    mask = (j < ends[:, :, None])[:, None]  # [B, 1, Sq, Skv]
+    mask[1, ..., :70] = False  # left padding: the first two blocks and part of the third
+    if sq == 1:
+        mask = mask[:, :, :1]  # [B, 1, 1, Skv], as the decode step builds it
+    run_bool_mask(q, k, v, mask, splits, block_n)
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+def test_bool_mask_holes(splits):
+    """Holes: whole blocks masked in the middle of the filled range (NaN, not read), a partial hole, one query
+    row that no key is allowed for (the others of the tile still attend: out 0, lse -inf for it alone), and a
+    batch row masked everywhere (no block read at all: out 0, lse -inf); then with sinks (lse = the sink)."""
+    batch, hq, hkv, sq, skv, d, block_n = 2, 4, 2, 2, 500, 64, 32
+    q = make_q(batch, hq, sq, d, BF16, "bhsd")
+    k, v = make_cache(batch, hkv, skv, d, BF16, "bhsd")
+    mask = torch.zeros(batch, 1, sq, skv, dtype=torch.bool, device=DEVICE)
+    mask[0, :, 0, :400] = True
+    mask[0, :, 0, 64:160] = False  # blocks 2..4 masked for every row of batch 0 (query 1 has nothing)
+    mask[0, :, 0, 200:210] = False  # a hole inside a block
+    for sink in (None, torch.randn(hq, device=DEVICE)):
+        out, lse = run_bool_mask(q, k, v, mask, splits, block_n, sinks=sink)
+        for b, i in ((0, 1), (1, 0), (1, 1)):
+            assert torch.equal(out[b, :, i], torch.zeros_like(out[b, :, i]))
+            if sink is None:
+                assert (lse[b, :, i] == float("-inf")).all()
+            else:  # sink * log2(e) * ln(2) in fp32: a few ulps
+                torch.testing.assert_close(lse[b, :, i], sink.float(), rtol=4 * U[FP32], atol=0)

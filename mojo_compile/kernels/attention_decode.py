@@ -11,10 +11,16 @@ than MAX_BLOCK_M rows, i.e. a large Sq x group, is cut into row chunks that re-r
 bound there.) The KV range is data-dependent: from the positions of the tile's rows, loaded in the kernel, it is
 [min(pos) - window + 1, max(pos)] (causal; only the window's left bound without causal, else all Skv keys). That
 range is cut into num_splits equal chunks (multiples of BLOCK_N), so the splits share the keys actually attended,
-not the cache length, and the unfilled tail of the cache is never read. Each split runs the online softmax on exp2
-(scale * log2(e) folded into one multiply of the fp32 scores) and writes its normalised partial output o_s, its
-running max m_s and its denominator l_s (lse_s = m_s + log l_s), fp32, to workspaces [B, Hq, Sq, num_splits, D]
-and 2 x [B, Hq, Sq, num_splits].
+not the cache length, and the unfilled tail of the cache is never read. Without positions (HF's StaticCache decode
+step: a bool mask over the whole cache, True on the filled slots, causal off) the range is all Skv keys; with a bool
+mask (MASK_KIND 1) the split reads each block's mask bytes first, and K and V of a block that no row of its tile may
+attend are masked off in their loads (not read: zeros; the dots and the softmax update still run), so the unfilled
+tail costs its mask bytes only. Exact: such a block has every score -inf, p = 0, and leaves m, den and acc bit for
+bit as they are. Masked loads rather than a run-time branch around the block keep the K/V loads software-pipelined
+(cp.async); with the branch Triton loaded them synchronously. Each split runs the online softmax on exp2 (scale *
+log2(e) folded into one multiply of the fp32 scores) and writes its normalised partial output o_s, its running max
+m_s and its denominator l_s (lse_s = m_s + log l_s), fp32, to workspaces [B, Hq, Sq, num_splits, D] and 2 x [B, Hq,
+Sq, num_splits].
 
 Stage 2 (_merge_kernel), one program per BLOCK_R rows (b, h, i): the LSE trick, out = sum_s w_s o_s / sum_s w_s
 with w_s = l_s exp(m_s - max m), plus the attention sink's exp(sink) in the denominator; out in q's dtype, lse fp32
@@ -77,6 +83,17 @@ def _finish(o, m, den, SINKS, h, row_ok, HAS_SINK: tl.constexpr, NATURAL: tl.con
     if not NATURAL:
         lse = lse * _LN2
     return o, lse
+
+
+@triton.jit
+def _key_ok(n, n_ok, row_ok, pos, window, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr):
+    """[BLOCK_M, BLOCK_N]: key n allowed for the row by the ranges alone (the row and key in bounds, causal, window)."""
+    ok = row_ok[:, None] & n_ok[None, :]
+    if CAUSAL:
+        ok = ok & (n[None, :] <= pos[:, None])
+    if WINDOWED:
+        ok = ok & (n[None, :] > pos[:, None] - window)
+    return ok
 
 
 # ----------------------------------------------------------------------------------------------------------- stage 1
@@ -163,6 +180,10 @@ def _split_tile(pid0, pid1, pid2, grid0, Q, K, V, QPOS, MASK, SINKS, OUT, LSE, D
         n_ok = n < s_hi
         n64 = n.to(tl.int64)
         kv_ok = n_ok[:, None] & d_ok[None, :]
+        if MASK_KIND == 1:  # the bool mask before K and V: a block that no row of the tile may attend is not read
+            ok = _key_ok(n, n_ok, row_ok, pos, window, CAUSAL, WINDOWED)
+            ok = ok & (tl.load(m_base[:, None] + n64[None, :] * smn, mask=ok, other=0) != 0)
+            kv_ok = tl.where(tl.max(tl.max(ok.to(tl.int32), axis=1), axis=0) > 0, kv_ok, False)
         k = tl.load(k_base + n64[:, None] * skn + d[None, :], mask=kv_ok, other=0.0)
         if INTERPRET:
             k = k.to(tl.float32)
@@ -171,15 +192,10 @@ def _split_tile(pid0, pid1, pid2, grid0, Q, K, V, QPOS, MASK, SINKS, OUT, LSE, D
             s = cap_out * tanhf(s * cap_in, INTERPRET)
         else:
             s = s * qk_scale
-        ok = row_ok[:, None] & n_ok[None, :]
-        if CAUSAL:
-            ok = ok & (n[None, :] <= pos[:, None])
-        if WINDOWED:
-            ok = ok & (n[None, :] > pos[:, None] - window)
-        if MASK_KIND == 1:
-            ok = ok & (tl.load(m_base[:, None] + n64[None, :] * smn, mask=ok, other=0) != 0)
-        elif MASK_KIND == 2:
-            s += tl.load(m_base[:, None] + n64[None, :] * smn, mask=ok, other=0.0).to(tl.float32)
+        if MASK_KIND != 1:
+            ok = _key_ok(n, n_ok, row_ok, pos, window, CAUSAL, WINDOWED)
+            if MASK_KIND == 2:
+                s += tl.load(m_base[:, None] + n64[None, :] * smn, mask=ok, other=0.0).to(tl.float32)
         s = tl.where(ok, s, float("-inf"))
 
         # Online softmax; a row with nothing allowed so far keeps m = -inf, so exponents use a guarded max.

@@ -128,7 +128,8 @@ def _rope_cases(m: Model, tokens: int, dtype, tag: str, t) -> Iterator[tuple[str
 def _attention_cases(m: Model, tokens: int, dtype, tag: str, t, device):
     """Prefill (causal; sliding window; softcap; a key-padding mask) forward and backward, over a context of the
     tokens themselves; decode: one query against a 4096-key cache (tokens = the batch), plain / windowed /
-    softcapped, with the launcher's default split count and with one split."""
+    softcapped / a [B, 1, 1, Skv] bool mask over the whole cache without positions (HF generate's StaticCache step),
+    with the launcher's default split count and with one split."""
     hq, hkv, d = m.heads, m.kv_heads, m.head_dim
     if tokens > 1:
         q, k, v = t(1, hq, tokens, d, dtype=dtype), t(1, hkv, tokens, d, dtype=dtype), t(1, hkv, tokens, d,
@@ -144,7 +145,9 @@ def _attention_cases(m: Model, tokens: int, dtype, tag: str, t, device):
     cache = 4096
     qd = t(tokens, hq, 1, d, dtype=dtype)
     kd, vd = t(tokens, hkv, cache, d, dtype=dtype), t(tokens, hkv, cache, d, dtype=dtype)
-    for name, kwargs in (("causal", dict()), ("window", dict(window=256)), ("softcap", dict(softcap=50.0))):
+    filled = torch.empty(tokens, 1, 1, cache, dtype=torch.bool, device=device)  # a StaticCache step's key mask
+    for name, kwargs in (("causal", dict()), ("window", dict(window=256)), ("softcap", dict(softcap=50.0)),
+                         ("bool mask", dict(causal=False, mask=filled))):
         for splits in (None, 1):
             yield (f"attention_decode {tag} {name} splits={splits or 'default'}",
                    lambda kw=kwargs, s=splits: attention_decode.attention_decode(qd, kd, vd, d ** -0.5,
