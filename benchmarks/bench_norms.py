@@ -9,8 +9,10 @@ LigerFusedAddRMSNormFunction (casting_mode="llama") / LigerLayerNormFunction (af
 LayerNorm), mojo is `torch.compile(spelling, backend="mojo")` (the pattern found and replaced by the Mojo op, whose
 Triton kernels the default inner compiler, Inductor, launches from its own code). Forward times are medians of
 CUDA-graph replays (GPU time, no Python launch overhead for anyone); forward + backward times are medians of plain
-calls (`torch.autograd.grad`), so launch overhead shows at small sizes. All in microseconds. GB/s counts the bytes an
-ideal kernel must move (each input read once, each output written once); % is of the measured copy bandwidth.
+calls (`torch.autograd.grad`), so launch overhead shows at small sizes. The backward's GPU time is the step's kernel
+time less the forward's (torch.profiler sums, `common.kernel_time`): no launch overhead. All in microseconds. GB/s
+counts the bytes an ideal kernel must move (each input read once, each output written once); % is of the measured
+copy bandwidth.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, copy_bandwidth, fmt, liger, print_table, rel_err  # noqa: E402
+from common import bench, copy_bandwidth, fmt, kernel_time, liger, print_table, rel_err  # noqa: E402
 
 import mojo_compile  # noqa: E402
 
@@ -100,7 +102,7 @@ def reference(op, inputs):
 def run(op: str, tokens_list, hidden_list, peers, copy_bw):
     impls = implementations(op, peers)
     names = list(impls)
-    rows_fwd, rows_train = [], []
+    rows_fwd, rows_train, rows_bwd = [], [], []
     residual = op.startswith("add_")
     fwd_bytes = 4 if residual else 2  # tensors of [M, N] moved
     train_bytes = 8 if residual else 5
@@ -115,7 +117,7 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
             else:
                 inputs = [x, w] if op == "rms_norm" else [x, torch.randn_like(x), w]
             ref = reference(op, inputs)
-            fwd, train, errs = {}, {}, {}
+            fwd, train, bwd, errs = {}, {}, {}, {}
             for name, impl in impls.items():
                 out = impl(*inputs)
                 out = out if isinstance(out, tuple) else (out,)
@@ -132,9 +134,13 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
                     return torch.autograd.grad(o, leaves, grads)
 
                 train[name] = bench(step, cudagraph=False)  # autograd does not capture reliably
+                step_gpu = kernel_time(step)
+                bwd[name] = step_gpu - kernel_time(lambda impl=impl, leaves=leaves: impl(*leaves))
             assert errs["mojo"] <= 2 * errs["eager"] + 1e-3, (op, tokens, hidden, errs)
             m = tokens * hidden * 2
-            for rows, times, nbytes in ((rows_fwd, fwd, fwd_bytes * m), (rows_train, train, train_bytes * m)):
+            bwd_bytes = train_bytes - fwd_bytes
+            for rows, times, nbytes in ((rows_fwd, fwd, fwd_bytes * m), (rows_train, train, train_bytes * m),
+                                        (rows_bwd, bwd, bwd_bytes * m)):
                 gbs = nbytes / (times["mojo"] * 1e-6) / 1e9
                 best_peer = min(times[n] for n in names if n not in ("mojo", "eager"))
                 rows.append([f"{tokens}x{hidden}", *(fmt(times.get(n)) for n in ("eager", "inductor", "liger", "mojo")),
@@ -143,7 +149,8 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
     header = ["tokens x hidden", "eager", "inductor", "liger", "mojo", "mojo GB/s", "% copy", "vs best peer",
               "mojo rel err"]
     print_table(f"{op} forward (us)", header, rows_fwd)
-    print_table(f"{op} forward + backward (us)", header, rows_train)
+    print_table(f"{op} forward + backward (us, plain calls)", header, rows_train)
+    print_table(f"{op} backward (us, GPU kernel time)", header, rows_bwd)
 
 
 def main():

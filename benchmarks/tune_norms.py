@@ -23,7 +23,7 @@ SHAPES = [(m, n) for n in (2048, 4096, 8192) for m in (1, 128, 4096, 16384)] + [
 if "--only" in sys.argv:  # e.g. --only 4096x8192,16384x8192
     SHAPES = [tuple(int(v) for v in s.split("x")) for s in sys.argv[sys.argv.index("--only") + 1].split(",")]
 BWD_SHAPES = [(16384, 2048), (16384, 4096), (4096, 8192), (16384 * 8, 128)]
-LN_SHAPES = [(16384, 4096), (16384, 2560)]
+LN_SHAPES = [(16384, 2048), (16384, 2560), (16384, 4096), (16384, 8192)]
 
 
 def best_of(run, configs, base, rep_ms):
@@ -40,31 +40,42 @@ def best_of(run, configs, base, rep_ms):
 
 
 def sweep_layer_norm(bw):
-    """LayerNorm forward (BLOCK_M, num_warps) and backward (BLOCK_M, num_warps, programs per SM), weight and bias
-    in bf16; % of copy bandwidth for the bytes floor (forward x, y; backward x, dy, dx)."""
-    rows = []
+    """LayerNorm and add + LayerNorm forward (BLOCK_M, num_warps), and the backward (BLOCK_M, num_warps, programs
+    per SM, NUM_STAGES), weight and bias in bf16, at LN_SHAPES or --only; % of copy bandwidth for the bytes floor
+    (forward x[, residual], y[, sum]; backward x, dy, dx). Ends with the tables for kernels/layer_norm.py."""
+    rows, fwd_tuned, bwd_tuned = [], {}, {}
     for m, n in (SHAPES if "--only" in sys.argv else LN_SHAPES):
-        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        x, r = torch.randn(m, n, device="cuda", dtype=torch.bfloat16), torch.randn(m, n, device="cuda",
+                                                                               dtype=torch.bfloat16)
         w, b = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(n, device="cuda", dtype=torch.bfloat16)
         block_n = 1 << (n - 1).bit_length()
         fits = [bm for bm in (1, 2, 4, 8, 16, 32) if bm * block_n <= 16384 and bm <= m]
-
-        def fwd(config=None):
-            return ln.layer_norm_fwd(x, w, b, 1e-5, config)
-        t, config = best_of(fwd, [(bm, warps) for bm in fits for warps in (2, 4, 8, 16)
-                                  if warps * 32 <= bm * block_n], bench(fwd), 25)
-        rows.append([f"ln fwd {m}x{n}", f"{bench(fwd):.1f}", f"{t:.1f}", str(config),
-                     f"{100 * 2 * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
-        _, mean, rstd = fwd()
+        for residual in (False, True):
+            def fwd(config=None):
+                if residual:
+                    return ln.add_layer_norm_fwd(x, r, w, b, 1e-5, config)
+                return ln.layer_norm_fwd(x, w, b, 1e-5, config)
+            t, config = best_of(fwd, [(bm, warps) for bm in fits for warps in (2, 4, 8, 16, 32)
+                                      if warps * 32 <= bm * block_n], bench(fwd), 25)
+            block_m, _, warps = ln._fwd_config(n, residual)
+            fwd_tuned.setdefault(block_n, {})[residual] = (block_m, warps) if config == "heuristic" else config
+            rows.append([f"{'add_' if residual else ''}ln fwd {m}x{n}", f"{bench(fwd):.1f}", f"{t:.1f}", str(config),
+                         f"{100 * (4 if residual else 2) * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
+        _, mean, rstd = ln.layer_norm_fwd(x, w, b, 1e-5)
         dy = torch.randn_like(x)
-
-        def bwd(config=None):
-            return ln.layer_norm_bwd(dy, x, w, mean, rstd, True, True, config)
-        t, config = best_of(bwd, [(bm, warps, per_sm) for bm in fits for warps in (4, 8, 16) for per_sm in (1, 2, 4)],
-                            bench(bwd), 40)
-        rows.append([f"ln bwd {m}x{n}", f"{bench(bwd):.1f}", f"{t:.1f}", str(config),
-                     f"{100 * 3 * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
+        for dres in (None, r):
+            def bwd(config=None):
+                return ln.layer_norm_bwd(dy, x, w, mean, rstd, True, True, config, grad_residual=dres)
+            configs = [(bm, warps, per_sm, stages) for bm in fits if bm * block_n <= 8192 or bm == 1
+                       for warps in (4, 8, 16) for per_sm in (1, 2, 4) for stages in (1, 2, 3)]
+            t, config = best_of(bwd, configs, bench(bwd), 40)
+            if dres is None:
+                bwd_tuned[block_n] = ln._bwd_config(n) if config == "heuristic" else config
+            rows.append([f"ln bwd {m}x{n}{' dres' if dres is not None else ''}", f"{bench(bwd):.1f}", f"{t:.1f}",
+                         str(config), f"{100 * (4 if dres is not None else 3) * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
     print_table("LayerNorm kernel configs (us)", ["shape", "heuristic", "best", "best config", "% copy"], rows)
+    print("_FWD_TUNED =", {bn: (c[False], c[True]) for bn, c in fwd_tuned.items()})
+    print("_BWD_TUNED =", bwd_tuned)
 
 
 def main():

@@ -80,6 +80,29 @@ def test_backward(shape, dtype, affine):
         assert db.numel() == 0
 
 
+# (BLOCK_M, num_warps, programs per SM, NUM_STAGES): each program loops over many row blocks (so a pipelined
+# prefetch has blocks to fetch ahead), the last one partly past M; 3 stages is the deepest the tuner tries.
+BWD_CONFIGS = [(1, 4, 1, 1), (2, 8, 1, 2), (4, 8, 1, 3), (1, 16, 2, 3)]
+
+
+@pytest.mark.parametrize("config", BWD_CONFIGS, ids=lambda c: "bm{}-w{}-sm{}-st{}".format(*c))
+@pytest.mark.parametrize("dres", [False, True], ids=["plain", "dres"])
+def test_backward_launch_configs(config, dres):
+    """Every config the tuner may pick gives the same gradients as the fp64 reference: x, weight and bias, with
+    the residual's gradient added or not. 1003 rows over at most 2 x the SM count programs: several blocks each."""
+    x, w, b = make((1003, 2560), torch.bfloat16, True, True)
+    _, mean, rstd = layer_norm_fwd(x, w, b, 1e-5)
+    gy = torch.randn(1003, 2560, device=DEVICE).to(torch.bfloat16)
+    gres = residual_like(x) if dres else None
+    dx, dw, db = layer_norm_bwd(gy, x, w, mean, rstd, True, True, config, grad_residual=gres)
+    leaves = [t.detach().double().requires_grad_() for t in (x, w, b)]
+    exact = torch.autograd.grad(layer_norm_fp64(*leaves, 1e-5), leaves, gy.double())
+    exact_dx = exact[0] + gres.double() if dres else exact[0]
+    tol = TOL[torch.bfloat16]
+    assert rel(dx, exact_dx) <= tol and rel(dw, exact[1]) <= tol and rel(db, exact[2]) <= tol, (
+        rel(dx, exact_dx), rel(dw, exact[1]), rel(db, exact[2]))
+
+
 def test_no_rows():
     x = torch.randn(0, 8, device=DEVICE)
     y, mean, rstd = layer_norm_fwd(x, None, None, 1e-5)
@@ -180,7 +203,8 @@ for dtype in ("bf16", "fp32"):
         # the residual add (and its gradient) with each dtype and block shape; its code does not touch the affine's
         for affine, res in ((False, False), (True, False), (True, True)):
             consts = dict(BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=False, PERSISTENT=False, HAS_W=affine,
-                          HAS_B=affine, WEIGHT_GRAD=affine, BIAS_GRAD=affine, HAS_RES=res, HAS_DRES=res)
+                          HAS_B=affine, WEIGHT_GRAD=affine, BIAS_GRAD=affine, HAS_RES=res, HAS_DRES=res,
+                          NUM_STAGES=2 if dtype == "bf16" else 1)  # the backward's loads prefetched, or not
             compile_kernel(L._fwd_kernel, consts, dict(X=dtype, R=dtype, W=dtype, B=dtype, Y=dtype, SUM=dtype,
                                                        MEAN="fp32", RSTD="fp32"), floats=("eps",), num_warps=warps)
             compile_kernel(L._bwd_kernel, consts, dict(DY=dtype, X=dtype, W=dtype, MEAN="fp32", RSTD="fp32",
@@ -190,5 +214,6 @@ for dtype in ("bf16", "fp32"):
 
 def test_compiles_for_hopper():
     """Forward and backward compile for sm_90 (tests/hopper.py): bf16 and fp32, short rows several to a program,
-    4K and 16K rows, with and without the affine parameters, with the residual add (and its gradient) and without."""
+    4K and 16K rows, with and without the affine parameters, with the residual add (and its gradient) and without;
+    the backward with its loads pipelined (bf16) and not (fp32)."""
     compile_for_hopper(_COMPILE_BODY, 36)

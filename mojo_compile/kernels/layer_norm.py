@@ -75,14 +75,16 @@ def _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.cons
 @triton.jit
 def _bwd_kernel(DY, X, W, MEAN, RSTD, DRES, DX, DW, DB, M, N, rows_per_program, HAS_W: tl.constexpr,
                 HAS_DRES: tl.constexpr, WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BLOCK_M: tl.constexpr,
-                BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
+                BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """NUM_STAGES > 1 asks the compiler to prefetch the next blocks' loads while this one computes (a program owns
+    many blocks, and a few programs per SM are too few to hide memory latency alone)."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK_N)
     col_ok = cols < N
     w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 1.0
     dw = tl.zeros([BLOCK_N], dtype=tl.float32)
     db = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for i in range(0, rows_per_program, BLOCK_M):
+    for i in tl.range(0, rows_per_program, BLOCK_M, num_stages=NUM_STAGES):
         rows = (pid * rows_per_program + i + tl.arange(0, BLOCK_M)).to(tl.int64)
         row_ok = rows < M
         mask = row_ok[:, None] & col_ok[None, :]
@@ -108,16 +110,32 @@ def _bwd_kernel(DY, X, W, MEAN, RSTD, DRES, DX, DW, DB, M, N, rows_per_program, 
 
 
 # --------------------------------------------------------------------------------------------------------- launchers
-def fwd_config(n: int, m) -> tuple[int, int, int]:
+# Launch configs by BLOCK_N: the best of a sweep on an H200, bf16, 16384 rows (benchmarks/tune_norms.py
+# --layer-norm). Other widths use the formulas in _fwd_config and _bwd_config.
+_FWD_TUNED = {}  # BLOCK_N: ((BLOCK_M, num_warps) of layer_norm, of add_layer_norm)
+_BWD_TUNED = {}  # BLOCK_N: (BLOCK_M, num_warps, programs per SM, NUM_STAGES)
+
+
+def _fwd_config(n: int, residual: bool) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps): about 4K elements a program for short rows, one row of more warps for long
-    ones; few rows (static m under the SM count on a GPU): one row per program. Not yet swept on a GPU: the RMSNorm
-    kernels' shapes (kernels/rms_norm.py), which move the same bytes."""
+    ones."""
     block_n = triton.next_power_of_2(n)
-    block_m = max(1, min(16, 4096 // block_n))
-    num_warps = min(16, max(1, block_m * block_n // 512))
+    if block_n in _FWD_TUNED:
+        block_m, num_warps = _FWD_TUNED[block_n][residual]
+    else:
+        block_m = max(1, min(16, 4096 // block_n))
+        num_warps = min(16, max(1, block_m * block_n // 512))
     if interpreting():
         block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
     return block_m, block_n, num_warps
+
+
+def _bwd_config(n: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, num_warps, programs per SM, NUM_STAGES): ~8K elements a step, a few programs per SM."""
+    block_n = triton.next_power_of_2(n)
+    if block_n in _BWD_TUNED:
+        return _BWD_TUNED[block_n]
+    return min(32, max(1, 8192 // block_n)), min(16, max(4, block_n // 512)), min(4, max(1, 4096 // block_n)), 1
 
 
 def layer_norm_fwd(x, weight, bias, eps, config=None):
@@ -144,7 +162,7 @@ def _fwd(x, residual, weight, bias, eps, config):
     mean_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
-        block_m, block_n, num_warps = fwd_config(n, m)
+        block_m, block_n, num_warps = _fwd_config(n, residual is not None)
         if config is not None:
             block_m, num_warps = config
         y = y_out.view(m, n)
@@ -162,7 +180,7 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     """(grad_x like x, grad_weight, grad_bias): the parameters' gradients in x's dtype (the launcher takes weight
     and bias of x's dtype) where asked for, else empty. grad_residual (like x, or None) is added to grad_x: the
     gradient reaching an add_layer_norm's sum through its other uses. `config` = (BLOCK_M, num_warps, programs per
-    SM)."""
+    SM[, NUM_STAGES])."""
     n = x.shape[-1]
     x2, dy2 = contiguous_rows(x), contiguous_rows(grad_y)
     dres2 = contiguous_rows(grad_residual) if grad_residual is not None else None
@@ -184,11 +202,7 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
         grad_b = dy2.float().sum(0).to(x.dtype) if bias_grad else empty()
         return dx.view(x.shape), grad_w, grad_b
     block_n = triton.next_power_of_2(n)
-    block_m = min(32, max(1, 8192 // block_n))
-    num_warps = min(16, max(4, block_n // 512))
-    per_sm = min(4, max(1, 4096 // block_n))
-    if config is not None:
-        block_m, num_warps, per_sm = config
+    block_m, num_warps, per_sm, num_stages = _bwd_config(n) if config is None else (tuple(config) + (1,))[:4]
     caps = device_caps(x.device)
     sms = caps.vector_cores
     per_sm = 1 if caps.persistent else per_sm  # a persistent device: one program per core
@@ -201,7 +215,7 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
         dy2, x2, weight if weight is not None else x2, mean.reshape(-1).contiguous(), rstd.reshape(-1).contiguous(),
         dres2 if dres2 is not None else x2, dx, dw, db, m, n, rows_per_program, HAS_W=weight is not None,
         HAS_DRES=dres2 is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_M=block_m, BLOCK_N=block_n,
-        INTERPRET=interpreting(), num_warps=num_warps)
+        INTERPRET=interpreting(), NUM_STAGES=num_stages, num_warps=num_warps)
     grad_w = dw.sum(0).to(x.dtype) if weight_grad else empty()
     grad_b = db.sum(0).to(x.dtype) if bias_grad else empty()
     return dx.view(x.shape), grad_w, grad_b
