@@ -1,6 +1,6 @@
 """Sweep the launch configs of the RMSNorm (or LayerNorm) kernels and compare them with the built-in heuristic.
 
-    python benchmarks/tune_norms.py [--only 16384x4096] [--layer-norm]
+    python benchmarks/tune_norms.py [--only 16384x4096] [--layer-norm [--fwd-only]]
 
 Prints, per shape, the heuristic's time and the best (BLOCK_M, num_warps[, programs per SM]) found, in
 microseconds (CUDA-graph replays). Used to set the heuristics in mojo_compile/kernels/rms_norm.py and
@@ -40,8 +40,8 @@ def best_of(run, configs, base, rep_ms):
 
 
 def sweep_layer_norm(bw):
-    """LayerNorm and add + LayerNorm forward (BLOCK_M, num_warps), and the backward (BLOCK_M, num_warps, programs
-    per SM, NUM_STAGES), weight and bias in bf16, at LN_SHAPES or --only; % of copy bandwidth for the bytes floor
+    """LayerNorm and add + LayerNorm forward and backward (BLOCK_M, num_warps, programs per SM, NUM_STAGES), weight
+    and bias in bf16, at LN_SHAPES or --only (--fwd-only: no backward); % of copy bandwidth for the bytes floor
     (forward x[, residual], y[, sum]; backward x, dy, dx). Ends with the tables for kernels/layer_norm.py."""
     rows, fwd_tuned, bwd_tuned = [], {}, {}
     for m, n in (SHAPES if "--only" in sys.argv else LN_SHAPES):
@@ -50,17 +50,22 @@ def sweep_layer_norm(bw):
         w, b = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(n, device="cuda", dtype=torch.bfloat16)
         block_n = 1 << (n - 1).bit_length()
         fits = [bm for bm in (1, 2, 4, 8, 16, 32) if bm * block_n <= 16384 and bm <= m]
+        # one program per block (programs per SM 0), or a persistent grid with its loads pipelined NUM_STAGES deep
+        fwd_configs = [(bm, warps, 0, 1) for bm in fits for warps in (2, 4, 8, 16, 32) if warps * 32 <= bm * block_n]
+        fwd_configs += [(bm, warps, per_sm, stages) for bm in fits[:2] for warps in (4, 8, 16) for per_sm in (1, 2, 4)
+                        for stages in (2, 3) if warps * 32 <= bm * block_n]
         for residual in (False, True):
             def fwd(config=None):
                 if residual:
                     return ln.add_layer_norm_fwd(x, r, w, b, 1e-5, config)
                 return ln.layer_norm_fwd(x, w, b, 1e-5, config)
-            t, config = best_of(fwd, [(bm, warps) for bm in fits for warps in (2, 4, 8, 16, 32)
-                                      if warps * 32 <= bm * block_n], bench(fwd), 25)
-            block_m, _, warps = ln._fwd_config(n, residual)
-            fwd_tuned.setdefault(block_n, {})[residual] = (block_m, warps) if config == "heuristic" else config
+            t, config = best_of(fwd, fwd_configs, bench(fwd), 25)
+            best = ln._fwd_config(n, residual) if config == "heuristic" else config
+            fwd_tuned.setdefault(block_n, {})[residual] = best
             rows.append([f"{'add_' if residual else ''}ln fwd {m}x{n}", f"{bench(fwd):.1f}", f"{t:.1f}", str(config),
                          f"{100 * (4 if residual else 2) * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
+        if "--fwd-only" in sys.argv:
+            continue
         _, mean, rstd = ln.layer_norm_fwd(x, w, b, 1e-5)
         dy = torch.randn_like(x)
         for dres in (None, r):
@@ -75,7 +80,8 @@ def sweep_layer_norm(bw):
                          str(config), f"{100 * (4 if dres is not None else 3) * m * n * 2 / (t * 1e-6) / bw:.0f}%"])
     print_table("LayerNorm kernel configs (us)", ["shape", "heuristic", "best", "best config", "% copy"], rows)
     print("_FWD_TUNED =", {bn: (c[False], c[True]) for bn, c in fwd_tuned.items()})
-    print("_BWD_TUNED =", bwd_tuned)
+    if bwd_tuned:
+        print("_BWD_TUNED =", bwd_tuned)
 
 
 def main():

@@ -80,6 +80,28 @@ def test_backward(shape, dtype, affine):
         assert db.numel() == 0
 
 
+# (BLOCK_M, num_warps, programs per SM, NUM_STAGES) of the forward: a program per block (programs per SM 0), or a
+# persistent grid whose programs loop over several blocks, the last one partly past M.
+FWD_CONFIGS = [(1, 8, 0, 1), (4, 4, 0, 1), (1, 8, 1, 3), (2, 16, 2, 2)]
+
+
+@pytest.mark.parametrize("config", FWD_CONFIGS, ids=lambda c: "bm{}-w{}-sm{}-st{}".format(*c))
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "add"])
+def test_forward_launch_configs(config, residual):
+    """Every config the tuner may pick gives y (and the sum) as the fp64 reference does: 1003 rows of 2560."""
+    x, w, b = make((1003, 2560), torch.bfloat16, True, True)
+    r = residual_like(x) if residual else None
+    if residual:
+        y, total, mean, rstd = add_layer_norm_fwd(x, r, w, b, 1e-5, config)
+        assert torch.equal(total, x + r)  # rounded once to bf16, as eager's add
+        x = total
+    else:
+        y, mean, rstd = layer_norm_fwd(x, w, b, 1e-5, config)
+    assert rel(y, layer_norm_fp64(x, w, b, 1e-5)) <= TOL[torch.bfloat16]
+    torch.testing.assert_close(mean.double(), x.double().mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd.double(), torch.rsqrt(x.double().var(-1, unbiased=False) + 1e-5), rtol=1e-5, atol=0)
+
+
 # (BLOCK_M, num_warps, programs per SM, NUM_STAGES): each program loops over many row blocks (so a pipelined
 # prefetch has blocks to fetch ahead), the last one partly past M; 3 stages is the deepest the tuner tries.
 BWD_CONFIGS = [(1, 4, 1, 1), (2, 8, 1, 2), (4, 8, 1, 3), (1, 16, 2, 3)]
@@ -202,9 +224,10 @@ for dtype in ("bf16", "fp32"):
     for block_m, block_n, warps in ((16, 128, 4), (1, 4096, 8), (1, 16384, 16)):
         # the residual add (and its gradient) with each dtype and block shape; its code does not touch the affine's
         for affine, res in ((False, False), (True, False), (True, True)):
-            consts = dict(BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=False, PERSISTENT=False, HAS_W=affine,
+            # bf16: the persistent forward and both kernels' loads pipelined; fp32: a program per block, no prefetch
+            consts = dict(BLOCK_M=block_m, BLOCK_N=block_n, INTERPRET=False, PERSISTENT=dtype == "bf16", HAS_W=affine,
                           HAS_B=affine, WEIGHT_GRAD=affine, BIAS_GRAD=affine, HAS_RES=res, HAS_DRES=res,
-                          NUM_STAGES=2 if dtype == "bf16" else 1)  # the backward's loads prefetched, or not
+                          NUM_STAGES=2 if dtype == "bf16" else 1)
             compile_kernel(L._fwd_kernel, consts, dict(X=dtype, R=dtype, W=dtype, B=dtype, Y=dtype, SUM=dtype,
                                                        MEAN="fp32", RSTD="fp32"), floats=("eps",), num_warps=warps)
             compile_kernel(L._bwd_kernel, consts, dict(DY=dtype, X=dtype, W=dtype, MEAN="fp32", RSTD="fp32",
@@ -215,5 +238,5 @@ for dtype in ("bf16", "fp32"):
 def test_compiles_for_hopper():
     """Forward and backward compile for sm_90 (tests/hopper.py): bf16 and fp32, short rows several to a program,
     4K and 16K rows, with and without the affine parameters, with the residual add (and its gradient) and without;
-    the backward with its loads pipelined (bf16) and not (fp32)."""
+    with the loads pipelined (bf16, the forward persistent) and not (fp32)."""
     compile_for_hopper(_COMPILE_BODY, 36)

@@ -2,7 +2,10 @@
 
 Layout: the input is viewed as rows [M, N] (N = the normalised last dim). A row is held in registers (N <=
 MAX_FUSED_N; longer rows are the torch reference's, ops/layer_norm.py says so); BLOCK_M rows share a program when
-rows are short.
+rows are short. The forward runs a program per block of rows, or a persistent grid (a few programs per SM, one per
+core on a persistent device) whose programs load the weight and bias once and loop over blocks. The backward always
+loops: each program owns a fixed run of rows. Where a program loops, NUM_STAGES > 1 lets the compiler issue the next
+blocks' loads while one block computes. The launch configs are tables by BLOCK_N (_FWD_TUNED, _BWD_TUNED).
 
 Numerics: every load is cast to fp32 at once and all math is fp32, as eager's kernels compute: the mean, then the
 biased variance of the centred row (two passes over registers: no cancellation), rstd = rsqrt(var + eps), y =
@@ -32,20 +35,26 @@ MAX_FUSED_N = 16384  # longest row kept in registers
 @triton.jit
 def _fwd_kernel(X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
                 HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr,
-                PERSISTENT: tl.constexpr):
-    """One block of BLOCK_M rows a program, or (PERSISTENT: one program per core) every num_programs-th block."""
+                PERSISTENT: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """One block of BLOCK_M rows a program, or (PERSISTENT: a few programs per core) every num_programs-th block,
+    the weight and bias loaded once per program and, with NUM_STAGES > 1, the next blocks' loads issued while this
+    one computes."""
     eps = tl.cast(eps, tl.float32)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    w = tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_W else 1.0
+    b = tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :] if HAS_B else 0.0
     if PERSISTENT:
-        for block in range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0)):
-            _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M, BLOCK_N,
+        for block in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.num_programs(0), num_stages=NUM_STAGES):
+            _fwd_rows(block, X, R, w, b, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M, BLOCK_N,
                       INTERPRET)
     else:
-        _fwd_rows(tl.program_id(0), X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M,
+        _fwd_rows(tl.program_id(0), X, R, w, b, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES, HAS_W, HAS_B, BLOCK_M,
                   BLOCK_N, INTERPRET)
 
 
 @triton.jit
-def _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
+def _fwd_rows(block, X, R, w, b, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.constexpr, HAS_W: tl.constexpr,
               HAS_B: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, INTERPRET: tl.constexpr):
     rows = (block * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
@@ -63,9 +72,9 @@ def _fwd_rows(block, X, R, W, B, Y, SUM, MEAN, RSTD, M, N, eps, HAS_RES: tl.cons
     rstd = tl.math.rsqrt(tl.sum(xc * xc, axis=1) / N + eps)
     y = xc * rstd[:, None]
     if HAS_W:
-        y = y * tl.load(W + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y * w
     if HAS_B:
-        y = y + tl.load(B + cols, mask=col_ok, other=0.0).to(tl.float32)[None, :]
+        y = y + b
     tl.store(Y + offs, round_to(y, Y.dtype.element_ty, INTERPRET), mask=mask)
     tl.store(MEAN + rows, mean, mask=row_ok)
     tl.store(RSTD + rows, rstd, mask=row_ok)
@@ -112,22 +121,22 @@ def _bwd_kernel(DY, X, W, MEAN, RSTD, DRES, DX, DW, DB, M, N, rows_per_program, 
 # --------------------------------------------------------------------------------------------------------- launchers
 # Launch configs by BLOCK_N: the best of a sweep on an H200, bf16, 16384 rows (benchmarks/tune_norms.py
 # --layer-norm). Other widths use the formulas in _fwd_config and _bwd_config.
-_FWD_TUNED = {}  # BLOCK_N: ((BLOCK_M, num_warps) of layer_norm, of add_layer_norm)
-_BWD_TUNED = {}  # BLOCK_N: (BLOCK_M, num_warps, programs per SM, NUM_STAGES)
+# BLOCK_N: ((BLOCK_M, num_warps, programs per SM, NUM_STAGES) of layer_norm, of add_layer_norm)
+_FWD_TUNED = {2048: ((1, 4, 0, 1), (1, 4, 0, 1)),
+              4096: ((1, 8, 0, 1), (1, 16, 0, 1)),
+              8192: ((1, 4, 0, 1), (1, 16, 0, 1))}
+# BLOCK_N: (BLOCK_M, num_warps, programs per SM, NUM_STAGES)
+_BWD_TUNED = {2048: (4, 4, 1, 3), 4096: (2, 8, 1, 3), 8192: (1, 8, 1, 3)}
 
 
-def _fwd_config(n: int, residual: bool) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps): about 4K elements a program for short rows, one row of more warps for long
-    ones."""
+def _fwd_config(n: int, residual: bool) -> tuple[int, int, int, int]:
+    """(BLOCK_M, num_warps, programs per SM, NUM_STAGES); programs per SM 0: one program per block of rows. The
+    formula: about 4K elements a program for short rows, one row of more warps for long ones."""
     block_n = triton.next_power_of_2(n)
     if block_n in _FWD_TUNED:
-        block_m, num_warps = _FWD_TUNED[block_n][residual]
-    else:
-        block_m = max(1, min(16, 4096 // block_n))
-        num_warps = min(16, max(1, block_m * block_n // 512))
-    if interpreting():
-        block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
-    return block_m, block_n, num_warps
+        return _FWD_TUNED[block_n][residual]
+    block_m = max(1, min(16, 4096 // block_n))
+    return block_m, min(16, max(1, block_m * block_n // 512)), 0, 1
 
 
 def _bwd_config(n: int) -> tuple[int, int, int, int]:
@@ -139,7 +148,8 @@ def _bwd_config(n: int) -> tuple[int, int, int, int]:
 
 
 def layer_norm_fwd(x, weight, bias, eps, config=None):
-    """(y like x, mean and rstd fp32 shaped x.shape[:-1]). `config` = (BLOCK_M, num_warps) overrides."""
+    """(y like x, mean and rstd fp32 shaped x.shape[:-1]). `config` = (BLOCK_M, num_warps[, programs per SM,
+    NUM_STAGES]) overrides the table."""
     y, _, mean, rstd = _fwd(x, None, weight, bias, eps, config)
     return y, mean, rstd
 
@@ -162,16 +172,26 @@ def _fwd(x, residual, weight, bias, eps, config):
     mean_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
-        block_m, block_n, num_warps = _fwd_config(n, residual is not None)
-        if config is not None:
-            block_m, num_warps = config
+        block_n = triton.next_power_of_2(n)
+        if config is None:
+            block_m, num_warps, per_sm, num_stages = _fwd_config(n, residual is not None)
+            if interpreting():  # fewer, larger programs: each costs ~1 ms in the interpreter
+                block_m = max(block_m, 16384 // block_n)
+        else:
+            block_m, num_warps, per_sm, num_stages = (tuple(config) + (0, 1))[:4]
         y = y_out.view(m, n)
         caps = device_caps(x.device)
-        wrap_triton(_fwd_kernel)[(caps.programs(triton.cdiv(m, block_m)),)](
+        grid = triton.cdiv(m, block_m)  # a program per block of rows, unless persistent:
+        if caps.persistent:  # the device maps programs to cores: one per core
+            grid = caps.programs(grid)
+        elif per_sm > 0:  # at most per_sm programs per SM, each looping over blocks
+            grid = torch.sym_min(grid, per_sm * caps.vector_cores)  # m may be symbolic: no guard
+        wrap_triton(_fwd_kernel)[(grid,)](
             x2, r2 if r2 is not None else x2, weight if weight is not None else x2, bias if bias is not None else x2,
             y, sum_out.view(m, n) if sum_out is not None else y, mean_out.view(m), rstd_out.view(m), m, n, eps,
             HAS_RES=residual is not None, HAS_W=weight is not None, HAS_B=bias is not None, BLOCK_M=block_m,
-            BLOCK_N=block_n, INTERPRET=interpreting(), PERSISTENT=caps.persistent, num_warps=num_warps)
+            BLOCK_N=block_n, INTERPRET=interpreting(), PERSISTENT=caps.persistent or per_sm > 0, NUM_STAGES=num_stages,
+            num_warps=num_warps)
     return y_out, sum_out, mean_out, rstd_out
 
 
