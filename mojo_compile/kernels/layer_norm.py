@@ -123,7 +123,7 @@ def _bwd_kernel(DY, X, W, MEAN, RSTD, DRES, DX, DW, DB, M, N, rows_per_program, 
 # --layer-norm). Other widths use the formulas in _fwd_config and _bwd_config.
 # BLOCK_N: ((BLOCK_M, num_warps, programs per SM, NUM_STAGES) of layer_norm, of add_layer_norm)
 _FWD_TUNED = {2048: ((1, 4, 0, 1), (1, 4, 0, 1)),
-              4096: ((1, 8, 0, 1), (1, 16, 0, 1)),
+              4096: ((2, 2, 0, 1), (2, 16, 0, 1)),
               8192: ((1, 4, 0, 1), (1, 16, 0, 1))}
 # BLOCK_N: (BLOCK_M, num_warps, programs per SM, NUM_STAGES)
 _BWD_TUNED = {2048: (4, 4, 1, 3), 4096: (2, 8, 1, 3), 8192: (1, 8, 1, 3)}
