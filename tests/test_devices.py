@@ -59,6 +59,12 @@ TILES = {
     "_split_kernel": lambda a: [a["BLOCK_M"] * a["BLOCK_N"], a["BLOCK_N"] * a["BLOCK_D"]],
     "_merge_kernel": lambda a: [a["BLOCK_R"] * a["BLOCK_S"] * a["BLOCK_D"]],
 }
+# What a kernel with loads pipelined over its loop (NUM_STAGES > 1) keeps NUM_STAGES blocks of in shared memory:
+# (kernel) -> the pointers it streams, given the launch's flags.
+STREAMED = {
+    ("layer_norm", "_bwd_kernel"): lambda a: ["X", "DY"] + (["DRES"] if a["HAS_DRES"] else []),
+    ("layer_norm", "_fwd_kernel"): lambda a: ["X"] + (["R"] if a["HAS_RES"] else []),
+}
 # The kernels with tl.dot: planned per AI core on Ascend.
 MATRIX_KERNELS = {("attention", "_fwd_kernel"), ("attention", "_bwd_dq_kernel"), ("attention", "_bwd_dkdv_kernel"),
                   ("attention_decode", "_split_kernel")}
@@ -103,6 +109,10 @@ def test_launch_configs_fit_the_device(name, planning_for_a_device):
                 elif "PERSISTENT" in args:
                     assert not args["PERSISTENT"], what
                 assert _tile_elements(kernel.fn.__name__, module, args) * 4 <= caps.onchip_bytes, what
+                if args.get("NUM_STAGES", 1) > 1:  # the pipeline's buffers, with room left for the reductions
+                    streamed = STREAMED[module, kernel.fn.__name__](args)
+                    stage = args["BLOCK_M"] * args["BLOCK_N"] * sum(args[p].element_size() for p in streamed)
+                    assert args["NUM_STAGES"] * stage <= caps.onchip_bytes - common.PIPELINE_RESERVE, what
     assert launches > 100  # every case launched something (134 launches today)
 
 

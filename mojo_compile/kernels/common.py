@@ -40,10 +40,11 @@ except ImportError:  # pragma: no cover
         return fn
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "device_caps", "contiguous_rows", "inductor_accesses", "inductor_writes", "mismatch", "record_launches",
-           "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise",
-           "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason", "ttx_device_type_reason", "triton_backends",
-           "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS", "TRITON_ASCEND"]
+           "device_caps", "pipeline_stages", "PIPELINE_RESERVE", "contiguous_rows", "inductor_accesses",
+           "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf",
+           "tanhf", "tanh_exp2", "exp_units", "normalise", "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason",
+           "ttx_device_type_reason", "triton_backends", "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS",
+           "TRITON_ASCEND"]
 
 
 class NotInlinable(RuntimeError):
@@ -313,6 +314,17 @@ def device_caps(device: torch.device):
     """The DeviceCaps a launch on `device` plans with (lowering/devices.py): cores, grid limit, on-chip buffer."""
     from ..lowering.devices import device_caps as caps  # here, not at the top: lowering imports this module
     return caps(device, interpreting())
+
+
+# What a pipelined loop leaves free of shared memory: the reductions' and layout conversions' scratch.
+PIPELINE_RESERVE = 32 * 1024
+
+
+def pipeline_stages(caps, stages: int, stage_bytes: int) -> int:
+    """`stages` for a loop whose loads are pipelined (`tl.range(..., num_stages=stages)`), fewer where that many
+    blocks of the streamed inputs (`stage_bytes` a block) would not fit in a program's shared memory beside
+    PIPELINE_RESERVE: a tuned config from bf16 at fp32 would not launch ("out of resource: shared memory")."""
+    return max(1, min(stages, (caps.onchip_bytes - PIPELINE_RESERVE) // max(1, stage_bytes)))
 
 
 # --------------------------------------------------------------------------------------------------- kernel codes

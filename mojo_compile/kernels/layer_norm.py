@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import contiguous_rows, device_caps, interpreting, round_to, wrap_triton, writes
+from .common import contiguous_rows, device_caps, interpreting, pipeline_stages, round_to, wrap_triton, writes
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 
@@ -181,6 +181,7 @@ def _fwd(x, residual, weight, bias, eps, config):
             block_m, num_warps, per_sm, num_stages = (tuple(config) + (0, 1))[:4]
         y = y_out.view(m, n)
         caps = device_caps(x.device)
+        num_stages = pipeline_stages(caps, num_stages, block_m * block_n * x.element_size() * (1 + (r2 is not None)))
         grid = triton.cdiv(m, block_m)  # a program per block of rows, unless persistent:
         if caps.persistent:  # the device maps programs to cores: one per core
             grid = caps.programs(grid)
@@ -224,6 +225,8 @@ def layer_norm_bwd(grad_y, x, weight, mean, rstd, weight_grad: bool, bias_grad: 
     block_n = triton.next_power_of_2(n)
     block_m, num_warps, per_sm, num_stages = _bwd_config(n) if config is None else (tuple(config) + (1,))[:4]
     caps = device_caps(x.device)
+    streamed = x2.element_size() + dy2.element_size() + (dres2.element_size() if dres2 is not None else 0)
+    num_stages = pipeline_stages(caps, num_stages, block_m * block_n * streamed)
     sms = caps.vector_cores
     per_sm = 1 if caps.persistent else per_sm  # a persistent device: one program per core
     num_programs = torch.sym_min(per_sm * sms, triton.cdiv(m, block_m))  # m may be symbolic: no guard
