@@ -1,4 +1,4 @@
-"""The traced graphs of the built-in patterns, kept on disk between processes.
+"""The traced graphs of the built-in patterns, and the mask prover's answers, kept on disk between processes.
 
 Registering a pattern traces its search function (make_fx, then canonicalisation) once per example-input set. The
 built-ins have about 250 such sets, and tracing them is the largest fixed cost of a first compile. This module keeps
@@ -19,8 +19,13 @@ An entry is sound by construction of its key and checked before it is written:
   - an entry is written only if the graph rebuilt from its JSON prints exactly as the traced graph does; a graph
     with anything JSON cannot name (a tensor constant, a callable that does not resolve back to itself) is not kept.
 
+The mask prover's answers (`remembered`) are kept the same way: each answer to a yes-or-no question, under a key
+holding the versions, the package hash and the question's full text (sympy's `srepr` of the formulas compared), and
+the question is compared again when the answer is read back. A proof costs tenths of a second per attention mask;
+the same model's masks pose the same questions in every process.
+
     MOJO_CACHE_DIR=dir       the cache directory (default ~/.cache/mojo_compile), shared with the tuner's choices
-    MOJO_PATTERN_CACHE=0     trace every pattern (the cache is neither read nor written)
+    MOJO_PATTERN_CACHE=0     trace every pattern and prove every mask (the cache is neither read nor written)
 """
 from __future__ import annotations
 
@@ -265,3 +270,58 @@ def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule]
     if key is not None:
         store(key, gm)
     return gm
+
+
+# -- the mask prover's answers --------------------------------------------------------------------------------------
+
+_ANSWERS: dict = {}  # (kind, question) -> answer, within this process
+
+
+def remembered(kind: str, question: str, answer: Callable[[], bool]) -> bool:
+    """`answer()`, the deterministic yes-or-no answer to `question` (its full text: everything the answer depends
+    on besides this package and the versions), from memory or the disk where it was answered before."""
+    if (kind, question) in _ANSWERS:
+        return _ANSWERS[kind, question]
+    key = _answer_key(kind, question) if enabled() else None
+    result = _load_answer(key, question) if key is not None else None
+    if result is None:
+        result = bool(answer())
+        if key is not None:
+            _store_answer(key, question, result)
+    _ANSWERS[kind, question] = result
+    return result
+
+
+def _answer_key(kind: str, question: str) -> str:
+    import sympy
+    text = json.dumps([FORMAT, torch.__version__, sympy.__version__, sys.version, _package_hash(), kind, question])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _answer_path(key: str) -> str:
+    return os.path.join(cache_dir(), "answers", f"{key}.json")
+
+
+def _load_answer(key: str, question: str) -> Optional[bool]:
+    try:
+        with open(_answer_path(key)) as f:
+            entry = json.load(f)
+        if entry["question"] == question and isinstance(entry["answer"], bool):
+            return entry["answer"]
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # a damaged entry: answer again (and overwrite it)
+        log.debug("mojo: cached answer %s unreadable (%s: %s)", key, type(e).__name__, e)
+    return None
+
+
+def _store_answer(key: str, question: str, answer: bool) -> None:
+    path = _answer_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump({"question": question, "answer": answer}, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.debug("mojo: answer cache not writable (%s)", e)

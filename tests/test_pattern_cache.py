@@ -199,3 +199,86 @@ def test_search_retraces_are_reused_within_a_rewrite_only(cache_dir, monkeypatch
 
 def _always_trace(self, fn, args, **_):
     return patterns.trace_pre_dispatch(fn, args)
+
+
+# ------------------------------------------------------------------------------------- the mask prover's answers
+def _count_proofs(monkeypatch):
+    from mojo_compile.patterns import mask_algebra
+    proofs = []
+    original = mask_algebra._prove_equivalent
+
+    def counting(expr, target):
+        proofs.append((expr, target))
+        return original(expr, target)
+    monkeypatch.setattr(mask_algebra, "_prove_equivalent", counting)
+    return proofs
+
+
+def _window_formulas():
+    """A causal window of 3 spelled two ways (equal), and the same against a window of 4 (not equal)."""
+    import sympy
+    from mojo_compile.patterns.mask_algebra import X
+    i, j = X(2), X(3)
+    spelled = sympy.And(sympy.Le(j - i, 0), sympy.Not(sympy.Le(j, i - 3)))
+    return spelled, sympy.And(sympy.Gt(j, i - 3), sympy.Le(j, i)), sympy.And(sympy.Gt(j, i - 4), sympy.Le(j, i))
+
+
+def test_mask_proofs_are_remembered_across_processes(cache_dir, monkeypatch):
+    from mojo_compile.patterns.mask_algebra import equivalent
+    monkeypatch.setattr(pattern_cache, "_ANSWERS", {})
+    proofs = _count_proofs(monkeypatch)
+    spelled, window3, window4 = _window_formulas()
+    assert equivalent(spelled, window3) and not equivalent(spelled, window4)
+    asked = len(proofs)
+    assert asked >= 1 and len(os.listdir(cache_dir / "answers")) == asked  # each proof written down
+    assert equivalent(spelled, window3) and len(proofs) == asked  # the same process: from memory
+    monkeypatch.setattr(pattern_cache, "_ANSWERS", {})  # a new process: from the disk, the same answers
+    assert equivalent(spelled, window3) and not equivalent(spelled, window4) and len(proofs) == asked
+
+
+def test_a_damaged_or_foreign_answer_is_proved_again(cache_dir, monkeypatch):
+    from mojo_compile.patterns.mask_algebra import equivalent
+    monkeypatch.setattr(pattern_cache, "_ANSWERS", {})
+    spelled, window3, _ = _window_formulas()
+    assert equivalent(spelled, window3)
+    (entry,) = (cache_dir / "answers").iterdir()
+    stored = json.loads(entry.read_text())
+    for damage in ("{not json", json.dumps({"question": stored["question"] + " ", "answer": False})):
+        entry.write_text(damage)  # unreadable, or the answer to another question under this key
+        monkeypatch.setattr(pattern_cache, "_ANSWERS", {})
+        proofs = _count_proofs(monkeypatch)
+        assert equivalent(spelled, window3) and len(proofs) == 1
+        assert json.loads(entry.read_text()) == stored  # rewritten
+
+
+def test_no_answer_is_kept_with_the_cache_off(cache_dir, monkeypatch):
+    from mojo_compile.patterns.mask_algebra import equivalent
+    monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+    monkeypatch.setattr(pattern_cache, "_ANSWERS", {})
+    spelled, window3, _ = _window_formulas()
+    assert equivalent(spelled, window3)
+    assert not (cache_dir / "answers").exists()
+
+
+def _causal_sdpa(q, k, v):
+    s = q.shape[2]
+    i = torch.arange(s, device=q.device)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=i[None, :] <= i[:, None])
+
+
+def test_a_remembered_proof_gives_the_same_rewrite(cache_dir, monkeypatch):
+    """dynamic=True: the mask is proven causal as a formula. Proved in one "process", remembered in the next: the
+    same report, eager's numbers, and no proof the second time."""
+    q, k, v = (torch.randn(2, 2, 9, 8, device=DEVICE) for _ in range(3))
+    reports = []
+    for _ in range(2):
+        monkeypatch.setattr(pattern_cache, "_ANSWERS", {})
+        proofs = _count_proofs(monkeypatch)
+        torch._dynamo.reset()
+        mojo_compile.reset_report()
+        got = torch.compile(_causal_sdpa, backend="mojo", dynamic=True)(q, k, v)
+        torch.testing.assert_close(got, _causal_sdpa(q, k, v), rtol=1e-5, atol=1e-5)
+        reports.append(([(s.op, s.detail) for s in mojo_compile.last_report().sites], len(proofs)))
+    (sites, proved), (sites_again, proved_again) = reports
+    assert sites == sites_again and any("causal" in detail for _, detail in sites), sites
+    assert proved >= 1 and proved_again == 0

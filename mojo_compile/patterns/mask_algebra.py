@@ -21,6 +21,7 @@ from sympy.core.function import AppliedUndef
 import torch
 from torch.fx import Node
 
+from .. import pattern_cache
 from ..canonicalize import _view_base, written_by
 
 aten = torch.ops.aten
@@ -356,10 +357,17 @@ def _differ_somewhere(expr, target, samples: int = 16) -> bool:
 
 
 def equivalent(expr, target) -> bool:
-    """Whether two boolean formulas of the index symbols agree everywhere (relations as canonical atoms)."""
+    """Whether two boolean formulas of the index symbols agree everywhere (relations as canonical atoms). sympy's
+    proof is remembered (pattern_cache) under the formulas' full text: the same mask in the next process is not
+    proved again."""
     expr, target = _opaque(expr, target)
     if _differ_somewhere(expr, target):
         return False
+    return pattern_cache.remembered("equivalent", f"{sympy.srepr(expr)} == {sympy.srepr(target)}",
+                                    lambda: _prove_equivalent(expr, target))
+
+
+def _prove_equivalent(expr, target) -> bool:
     expr, target = _canonical(sympy.simplify(expr)), _canonical(target)
     return sympy.simplify_logic(sympy.Xor(expr, target)) == sympy.false
 
