@@ -59,7 +59,8 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_table, rel_err, versions  # noqa: E402
+from common import (LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_kernel_table,  # noqa: E402
+                    print_table, rel_err, versions)
 
 import mojo_compile  # noqa: E402
 
@@ -285,7 +286,7 @@ def bench_step(name, model, config, args, budget, eager_logits):
                     if args.reset_us is None:  # the same 0-d fills whatever the shape: timed once per model
                         args.reset_us = time_us(reset, device, 20)
                     if args.profile and (batch, ctx) == tuple(args.profile) and device == "cuda":
-                        profile_step(f"{args.family} {name} B{batch} ctx{ctx}", step)
+                        print_kernel_table(f"{args.family} {name} B{batch} ctx{ctx}", step)
                 row["reset_us"] = args.reset_us
                 row["us"] = total - row["reset_us"]
                 row["floor_us"] = (args.weight_bytes + kv_bytes(config, batch, ctx)) / args.bandwidth * 1e6
@@ -303,19 +304,6 @@ def bench_step(name, model, config, args, budget, eager_logits):
     if name == "mojo":
         print(f"mojo ({args.family}, step): {mojo_line()}")
     return rows
-
-
-def profile_step(title, step, steps=20, top=14):
-    """The GPU kernels of `steps` eager calls of the step (not graph replays: a replay's kernels are not listed),
-    by total GPU time: where the step's time goes, impl by impl."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    print(f"\n{title}: GPU kernels over {steps} steps (per step: total / {steps})")
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=top, max_name_column_width=70))
 
 
 # ----------------------------------------------------------------------------------------------- 2. generate

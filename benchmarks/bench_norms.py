@@ -1,6 +1,6 @@
 """RMSNorm and LayerNorm, alone and after a residual add, on the GPU: eager / Inductor / Liger / mojo, side by side.
 
-    python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096] [--ops layer_norm]
+    python benchmarks/bench_norms.py [--quick] [--tokens 1,128 --hidden 4096] [--ops layer_norm] [--profile mojo]
 
 The RMSNorms run the HF Llama spelling (bf16, eps 1e-6); LayerNorm runs `F.layer_norm` with weight and bias (bf16,
 eps 1e-5: the call nn.LayerNorm makes in GPT-NeoX, StableLM, StarCoder2 and Phi); the residual forms add first and
@@ -23,7 +23,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, copy_bandwidth, fmt, kernel_time, liger, print_table, rel_err  # noqa: E402
+from common import (bench, copy_bandwidth, fmt, kernel_time, liger, print_kernel_table, print_table,  # noqa: E402
+                    rel_err)
 
 import mojo_compile  # noqa: E402
 
@@ -99,7 +100,7 @@ def reference(op, inputs):
     return (w.double() * (total * torch.rsqrt(total.pow(2).mean(-1, keepdim=True) + EPS))), total
 
 
-def run(op: str, tokens_list, hidden_list, peers, copy_bw):
+def run(op: str, tokens_list, hidden_list, peers, copy_bw, profile=()):
     impls = implementations(op, peers)
     names = list(impls)
     rows_fwd, rows_train, rows_bwd = [], [], []
@@ -135,6 +136,8 @@ def run(op: str, tokens_list, hidden_list, peers, copy_bw):
 
                 train[name] = bench(step, cudagraph=False)  # autograd does not capture reliably
                 step_gpu = kernel_time(step)
+                if name in profile:
+                    print_kernel_table(f"{op} {tokens}x{hidden} {name}: forward + backward", step, steps=5)
                 bwd[name] = step_gpu - kernel_time(lambda impl=impl, leaves=leaves: impl(*leaves))
             assert errs["mojo"] <= 2 * errs["eager"] + 1e-3, (op, tokens, hidden, errs)
             m = tokens * hidden * 2
@@ -159,6 +162,7 @@ def main():
     parser.add_argument("--tokens", help="comma-separated token counts (default 1,128,4096,16384)")
     parser.add_argument("--hidden", help="comma-separated hidden sizes (default 2048,4096,8192)")
     parser.add_argument("--ops", default="rms_norm,add_rms_norm,layer_norm,add_layer_norm", help="comma-separated ops")
+    parser.add_argument("--profile", default="", help="comma-separated impls whose forward + backward kernels to list")
     args = parser.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     copy_bw = copy_bandwidth()
@@ -170,7 +174,7 @@ def main():
     peers = liger()
     for op in args.ops.split(","):
         mojo_compile.reset_report()
-        run(op, tokens, hidden, peers, copy_bw)
+        run(op, tokens, hidden, peers, copy_bw, args.profile.split(",") if args.profile else ())
         counts = mojo_compile.last_report().counts()
         assert counts.get(f"mojo.{op}", 0) >= 1, f"mojo did not fuse {op}: {mojo_compile.last_report()}"
 

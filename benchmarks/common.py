@@ -63,6 +63,19 @@ def kernel_time(fn: Callable, steps: int = 10) -> float:
     return total / steps
 
 
+def print_kernel_table(title: str, fn: Callable, steps: int = 20, top: int = 14) -> None:
+    """The GPU kernels of `steps` plain calls of fn (not graph replays: a replay's kernels are not listed), by total
+    GPU time: where the time goes, impl by impl."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+    print(f"\n{title}: GPU kernels over {steps} calls (per call: total / {steps})")
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=top, max_name_column_width=70))
+
+
 def copy_bandwidth() -> float:
     """Device-to-device copy in bytes/s, counting bytes read and written (the ceiling of a memory-bound kernel)."""
     n = 1 << 30
