@@ -60,7 +60,8 @@ def sweep_layer_norm(bw):
                     return ln.add_layer_norm_fwd(x, r, w, b, 1e-5, config)
                 return ln.layer_norm_fwd(x, w, b, 1e-5, config)
             t, config = best_of(fwd, fwd_configs, bench(fwd), 25)
-            best = ln._fwd_config(n, residual) if config == "heuristic" else config
+            best = ln._fwd_config(n, residual, m, torch.cuda.get_device_properties(0).multi_processor_count) \
+                if config == "heuristic" else config
             fwd_tuned.setdefault(block_n, {})[residual] = best
             rows.append([f"{'add_' if residual else ''}ln fwd {m}x{n}", f"{bench(fwd):.1f}", f"{t:.1f}", str(config),
                          f"{100 * (4 if residual else 2) * m * n * 2 / (t * 1e-6) / bw:.0f}%"])

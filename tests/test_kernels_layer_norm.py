@@ -82,6 +82,30 @@ def test_backward(shape, dtype, affine):
         assert db.numel() == 0
 
 
+@pytest.mark.parametrize("residual", [False, True], ids=["plain", "add"])
+def test_forward_plans_by_row_count(residual, monkeypatch):
+    """Planned for an H200: a decode's few rows get one row per program and 16 warps (latency), 16384 rows the
+    swept table's config; a symbolic row count is never guarded on (it takes the table's)."""
+    from mojo_compile.kernels import common, layer_norm
+    from mojo_compile.lowering.devices import assume
+    monkeypatch.setattr(layer_norm, "interpreting", lambda: False)
+    plans = {}
+    with assume("H200"):
+        for rows in (1, 17, 16384):
+            x = torch.empty(rows, 4096, dtype=torch.bfloat16, device="meta")
+            w = torch.empty(4096, dtype=torch.bfloat16, device="meta")
+            with common.record_launches() as launches:
+                if residual:
+                    add_layer_norm_fwd(x, torch.empty_like(x), w, w, 1e-5)
+                else:
+                    layer_norm_fwd(x, w, w, 1e-5)
+            (_, grid, args), = launches
+            plans[rows] = (grid, args["BLOCK_M"], args["num_warps"])
+    table_m, table_warps, _, _ = layer_norm._FWD_TUNED[4096][residual]
+    assert plans[1] == ((1,), 1, 16) and plans[17] == ((17,), 1, 16)
+    assert plans[16384] == ((16384 // table_m,), table_m, table_warps)
+
+
 # (BLOCK_M, num_warps, programs per SM, NUM_STAGES) of the forward: a program per block (programs per SM 0), or a
 # persistent grid whose programs loop over several blocks, the last one partly past M.
 FWD_CONFIGS = [(1, 8, 0, 1), (4, 4, 0, 1), (1, 8, 1, 3), (2, 16, 2, 2)]

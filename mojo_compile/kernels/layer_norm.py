@@ -129,14 +129,21 @@ _FWD_TUNED = {2048: ((1, 4, 0, 1), (1, 4, 0, 1)),
 _BWD_TUNED = {2048: (4, 4, 1, 3), 4096: (2, 8, 1, 3), 8192: (1, 8, 1, 3)}
 
 
-def _fwd_config(n: int, residual: bool) -> tuple[int, int, int, int]:
+def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int, int]:
     """(BLOCK_M, num_warps, programs per SM, NUM_STAGES); programs per SM 0: one program per block of rows. The
-    formula: about 4K elements a program for short rows, one row of more warps for long ones."""
+    formula: about 4K elements a program for short rows, one row of more warps for long ones. `m` (rows) may be
+    symbolic; only a static m with fewer blocks than SMs picks the latency config."""
     block_n = triton.next_power_of_2(n)
     if block_n in _FWD_TUNED:
-        return _FWD_TUNED[block_n][residual]
-    block_m = max(1, min(16, 4096 // block_n))
-    return block_m, min(16, max(1, block_m * block_n // 512)), 0, 1
+        config = _FWD_TUNED[block_n][residual]
+    else:
+        block_m = max(1, min(16, 4096 // block_n))
+        config = block_m, min(16, max(1, block_m * block_n // 512)), 0, 1
+    if isinstance(m, int) and triton.cdiv(m, config[0]) < sm_count:
+        # Few rows (decode): one row per program and more warps -- latency, not bandwidth, decides here. The
+        # tables are swept at 16384 rows; this is the RMSNorm kernels' rule for the same rows (kernels/rms_norm.py).
+        config = 1, min(16, max(4, block_n // 256)), 0, 1
+    return config
 
 
 def _bwd_config(n: int) -> tuple[int, int, int, int]:
@@ -173,14 +180,14 @@ def _fwd(x, residual, weight, bias, eps, config):
     rstd_out = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
     if m > 0 and n > 0:
         block_n = triton.next_power_of_2(n)
+        caps = device_caps(x.device)
         if config is None:
-            block_m, num_warps, per_sm, num_stages = _fwd_config(n, residual is not None)
+            block_m, num_warps, per_sm, num_stages = _fwd_config(n, residual is not None, m, caps.vector_cores)
             if interpreting():  # fewer, larger programs: each costs ~1 ms in the interpreter
                 block_m = max(block_m, 16384 // block_n)
         else:
             block_m, num_warps, per_sm, num_stages = (tuple(config) + (0, 1))[:4]
         y = y_out.view(m, n)
-        caps = device_caps(x.device)
         num_stages = pipeline_stages(caps, num_stages, block_m * block_n * x.element_size() * (1 + (r2 is not None)))
         grid = triton.cdiv(m, block_m)  # a program per block of rows, unless persistent:
         if caps.persistent:  # the device maps programs to cores: one per core
