@@ -107,7 +107,12 @@ def entry_key(pattern_name: str, args: Sequence) -> Optional[str]:
         described = [describe_argument(a) for a in args]
     except Unkeepable:
         return None
-    text = json.dumps([FORMAT, torch.__version__, sys.version, _package_hash(), pattern_name, described])
+    return _key(pattern_name, described)
+
+
+def _key(*parts) -> str:
+    """A cache file name: the hash of the versions, this package's source and `parts` (JSON)."""
+    text = json.dumps([FORMAT, torch.__version__, sys.version, _package_hash(), *parts])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -245,15 +250,20 @@ def store(key: str, gm: GraphModule) -> bool:
     except Unkeepable as e:
         log.debug("mojo: pattern trace %s not cached: %s", key, e)
         return False
-    path = _path(key)
+    return _write(_path(key), text)
+
+
+def _write(path: str, text: str) -> bool:
+    """Write a cache file atomically (a concurrent reader sees the old file or the whole new one). False where the
+    directory is not writable (a read-only home): recomputing every time is correct, only slower."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "w") as f:
             f.write(text)
-        os.replace(tmp, path)  # atomic: a concurrent reader sees the old entry or the whole new one
-    except OSError as e:  # a read-only home: tracing every time is correct, only slower
-        log.debug("mojo: pattern cache not writable (%s)", e)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.debug("mojo: cache not writable (%s)", e)
         return False
     return True
 
@@ -287,15 +297,14 @@ def remembered(kind: str, question: str, answer: Callable[[], bool]) -> bool:
     if result is None:
         result = bool(answer())
         if key is not None:
-            _store_answer(key, question, result)
+            _write(_answer_path(key), json.dumps({"question": question, "answer": result}))
     _ANSWERS[kind, question] = result
     return result
 
 
 def _answer_key(kind: str, question: str) -> str:
     import sympy
-    text = json.dumps([FORMAT, torch.__version__, sympy.__version__, sys.version, _package_hash(), kind, question])
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _key(sympy.__version__, kind, question)
 
 
 def _answer_path(key: str) -> str:
@@ -313,15 +322,3 @@ def _load_answer(key: str, question: str) -> Optional[bool]:
     except Exception as e:  # a damaged entry: answer again (and overwrite it)
         log.debug("mojo: cached answer %s unreadable (%s: %s)", key, type(e).__name__, e)
     return None
-
-
-def _store_answer(key: str, question: str, answer: bool) -> None:
-    path = _answer_path(key)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"question": question, "answer": answer}, f)
-        os.replace(tmp, path)
-    except OSError as e:
-        log.debug("mojo: answer cache not writable (%s)", e)

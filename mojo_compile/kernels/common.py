@@ -40,11 +40,11 @@ except ImportError:  # pragma: no cover
         return fn
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "device_caps", "pipeline_stages", "PIPELINE_RESERVE", "contiguous_rows", "inductor_accesses",
-           "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES", "round_to", "expf", "logf",
-           "tanhf", "tanh_exp2", "exp_units", "normalise", "FLOAT_DTYPES", "ttx_traceable", "ttx_device_reason",
-           "ttx_device_type_reason", "triton_backends", "ttx_elementwise_reason", "TTX_DEVICE_BACKENDS",
-           "TRITON_ASCEND"]
+           "device_caps", "few_rows_config", "pipeline_stages", "PIPELINE_RESERVE", "contiguous_rows",
+           "inductor_accesses", "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES",
+           "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise", "FLOAT_DTYPES", "ttx_traceable",
+           "ttx_device_reason", "ttx_device_type_reason", "triton_backends", "ttx_elementwise_reason",
+           "TTX_DEVICE_BACKENDS", "TRITON_ASCEND"]
 
 
 class NotInlinable(RuntimeError):
@@ -314,6 +314,15 @@ def device_caps(device: torch.device):
     """The DeviceCaps a launch on `device` plans with (lowering/devices.py): cores, grid limit, on-chip buffer."""
     from ..lowering.devices import device_caps as caps  # here, not at the top: lowering imports this module
     return caps(device, interpreting())
+
+
+def few_rows_config(m, block_m: int, block_n: int, sm_count: int) -> Optional[tuple[int, int]]:
+    """(BLOCK_M 1, num_warps) for a row kernel whose static row count `m` gives fewer blocks of block_m rows than
+    SMs (a decode step): one row per program and more warps, since latency, not bandwidth, decides there. None
+    otherwise, and for a symbolic m (a branch on it would install a guard)."""
+    if isinstance(m, int) and (m + block_m - 1) // block_m < sm_count:
+        return 1, min(16, max(4, block_n // 256))
+    return None
 
 
 # What a pipelined loop leaves free of shared memory: the reductions' and layout conversions' scratch.

@@ -26,7 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import contiguous_rows, device_caps, interpreting, pipeline_stages, round_to, wrap_triton, writes
+from .common import (contiguous_rows, device_caps, few_rows_config, interpreting, pipeline_stages, round_to,
+                     wrap_triton, writes)
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 
@@ -131,19 +132,16 @@ _BWD_TUNED = {2048: (4, 4, 1, 3), 4096: (2, 8, 1, 3), 8192: (1, 8, 1, 3)}
 
 def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int, int]:
     """(BLOCK_M, num_warps, programs per SM, NUM_STAGES); programs per SM 0: one program per block of rows. The
-    formula: about 4K elements a program for short rows, one row of more warps for long ones. `m` (rows) may be
-    symbolic; only a static m with fewer blocks than SMs picks the latency config."""
+    formula: about 4K elements a program for short rows, one row of more warps for long ones. A static row count
+    `m` with fewer blocks than SMs takes the latency config (common.few_rows_config)."""
     block_n = triton.next_power_of_2(n)
     if block_n in _FWD_TUNED:
         config = _FWD_TUNED[block_n][residual]
     else:
         block_m = max(1, min(16, 4096 // block_n))
         config = block_m, min(16, max(1, block_m * block_n // 512)), 0, 1
-    if isinstance(m, int) and triton.cdiv(m, config[0]) < sm_count:
-        # Few rows (decode): one row per program and more warps -- latency, not bandwidth, decides here. The
-        # tables are swept at 16384 rows; this is the RMSNorm kernels' rule for the same rows (kernels/rms_norm.py).
-        config = 1, min(16, max(4, block_n // 256)), 0, 1
-    return config
+    few = few_rows_config(m, config[0], block_n, sm_count)  # (the tables are swept at 16384 rows)
+    return (*few, 0, 1) if few is not None else config
 
 
 def _bwd_config(n: int) -> tuple[int, int, int, int]:

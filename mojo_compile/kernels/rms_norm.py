@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import CAST_CODES, contiguous_rows, device_caps, interpreting, normalise, round_to, wrap_triton, writes
+from .common import (CAST_CODES, contiguous_rows, device_caps, few_rows_config, interpreting, normalise, round_to,
+                     wrap_triton, writes)
 
 MAX_FUSED_N = 16384  # longest row kept in registers
 LOOP_BLOCK_N = 4096  # column chunk of the looping kernels
@@ -217,9 +218,7 @@ def _fwd_config(n: int, residual: bool, m, sm_count: int) -> tuple[int, int, int
     else:
         block_m = max(1, min(16, 4096 // block_n))
         num_warps = min(16, max(1, block_m * block_n // 512))
-    if isinstance(m, int) and triton.cdiv(m, block_m) < sm_count:
-        # Few rows: one row per program and more warps -- latency, not bandwidth, decides here.
-        block_m, num_warps = 1, min(16, max(4, block_n // 256))
+    block_m, num_warps = few_rows_config(m, block_m, block_n, sm_count) or (block_m, num_warps)
     if interpreting():
         block_m = max(block_m, 16384 // block_n)  # fewer, larger programs: each costs ~1 ms in the interpreter
     return block_m, block_n, num_warps, False
