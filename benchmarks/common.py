@@ -46,32 +46,32 @@ def bench(fn: Callable, cudagraph: bool = True, rep_ms: int = 100) -> float:
     return tt.do_bench(fn, rep=rep_ms, return_mode="median") * 1e3
 
 
-def kernel_time(fn: Callable, steps: int = 10) -> float:
-    """GPU time of fn's kernels (and copies) per call in microseconds, from torch.profiler: the sum of the device
-    events of `steps` calls, divided by steps. Unlike a plain-call timing it leaves out host launch overhead, and
-    unlike a CUDA graph it works for code that cannot be captured (autograd's backward)."""
+def _profiled(fn: Callable, steps: int):
+    """torch.profiler's record of the GPU work of `steps` plain calls of fn."""
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             fn()
         torch.cuda.synchronize()
-    total = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-    return total / steps
+    return prof
+
+
+def kernel_time(fn: Callable, steps: int = 10) -> float:
+    """GPU time of fn's kernels (and copies) per call in microseconds, from torch.profiler: the sum of the device
+    events of `steps` calls, divided by steps. Unlike a plain-call timing it leaves out host launch overhead, and
+    unlike a CUDA graph it works for code that cannot be captured (autograd's backward)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    events = _profiled(fn, steps).events()
+    return sum(e.time_range.elapsed_us() for e in events if e.device_type == torch.autograd.DeviceType.CUDA) / steps
 
 
 def print_kernel_table(title: str, fn: Callable, steps: int = 20, top: int = 14) -> None:
     """The GPU kernels of `steps` plain calls of fn (not graph replays: a replay's kernels are not listed), by total
     GPU time: where the time goes, impl by impl."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            fn()
-        torch.cuda.synchronize()
+    prof = _profiled(fn, steps)
     print(f"\n{title}: GPU kernels over {steps} calls (per call: total / {steps})")
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=top, max_name_column_width=70))
 
