@@ -187,6 +187,28 @@ def test_add_opcheck(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_add_backward_hands_both_summands_one_gradient(target):
+    """x and residual get the sum's gradient as one tensor, as eager's add backward hands them (a copy would be a
+    read and a write of the activation per site). Leaves still get .grad tensors of their own (autograd copies), so
+    an in-place update of one (clip_grad_norm_) leaves the other's alone."""
+    x, r = (torch.randn(3, 5, 40, device=DEVICE, requires_grad=True) for _ in range(2))
+    w, b = (torch.randn(40, device=DEVICE, requires_grad=True) for _ in range(2))
+    y, total, _, _ = torch.ops.mojo.add_layer_norm(x, r, w, b, 1e-5, target)
+    gy, gt = torch.randn_like(y), torch.randn_like(total)
+    gx, gr = torch.autograd.grad((y, total), (x, r), (gy, gt), retain_graph=True)
+    assert gx is gr
+    exact = [t.detach().double().requires_grad_() for t in (x, r, w, b)]
+    total64 = exact[0] + exact[1]
+    y64 = F.layer_norm(total64, (40,), exact[2], exact[3], 1e-5)
+    (want,) = torch.autograd.grad((y64, total64), (exact[0],), (gy.double(), gt.double()))
+    assert torch.allclose(gx.double(), want, rtol=1e-4, atol=1e-5)  # fp32 against fp64: rounding only
+    torch.autograd.backward((y, total), (gy, gt))
+    assert x.grad.data_ptr() != r.grad.data_ptr()
+    x.grad.mul_(0.5)
+    assert torch.equal(r.grad, gr)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_f_layer_norm_in_user_code(target):
     """F.layer_norm with parameters given as tensors, rows of an odd width and a 2-D input."""
     x = torch.randn(7, 37, device=DEVICE)

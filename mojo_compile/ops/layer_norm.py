@@ -139,8 +139,9 @@ def _add_backward(ctx, grad_y, grad_sum, _grad_mean, _grad_rstd):
     want_w, want_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     d_sum, dw, db = layer_norm_backward(grad_y, total, weight, mean, rstd, ctx.eps, want_w, want_b, grad_sum,
                                         ctx.target)
-    # x and residual are summed: each gets the sum's gradient (their own tensors: no two outputs alias)
-    return d_sum, d_sum.clone(), (dw if want_w else None), _bias_grad(ctx, db, want_b), None, None
+    # x and residual are summed: both get the sum's gradient, one tensor, as eager's add backward hands them. (A
+    # copy would cost a read and a write of the activation per site; autograd clones where a leaf's .grad needs it.)
+    return d_sum, d_sum, (dw if want_w else None), _bias_grad(ctx, db, want_b), None, None
 
 
 layer_norm.register_autograd(_backward, setup_context=_setup)
