@@ -28,6 +28,9 @@ To save wall time, the next process's start-up (imports, model build, eager warm
 process's timed compile, except a warm run's, which waits for its cold run to finish (--no-overlap: none overlap;
 the overlap costs the timed process at most one CPU core of the machine's, for those seconds).
 --budget-s (default 225; none with --tiny) starts no new process after that many seconds, printing what was skipped.
+--phases: where each first call's time goes: torch's `dynamo_timed` phases (Dynamo's trace, the backend call,
+AOTAutograd, Inductor's lowering and code generation, waiting on the Triton compiles) and, for mojo, its own passes
+(the backend call less its inner compile), summed over the process's graphs, in a table per process.
 --tiny: bench_decode.py's tiny dims on the CPU, prefill of 64 tokens, decode against 32 (the plumbing, not
 timings); --mojo-inner eager (MOJO_INNER=eager) skips mojo's inner Inductor compile there.
 Output: a table per (model, workload) with the mojo / Inductor ratios, a detail table per process, --json OUT.
@@ -89,6 +92,8 @@ def child(args):
             reset()
         return fn(*inputs)
 
+    if args.variant != "inductor" and args.phases:
+        _time_inner_compile(res)
     with torch.no_grad():
         call(fwd)  # eager warm-up: CUDA context, cuBLAS, SDPA kernels
         fn = torch.compile(fwd) if args.variant == "inductor" else torch.compile(fwd, backend="mojo")
@@ -109,8 +114,29 @@ def child(args):
     res["graph_breaks"] = sum(dc["graph_break"].values())
     if args.variant != "inductor":
         res["mojo"] = bd.mojo_line()
+    if args.phases:
+        from torch._dynamo.utils import compilation_time_metrics
+        res["phases"] = {**{k: sum(v) for k, v in compilation_time_metrics.items()}, **res.get("phases", {})}
     with open(os.path.join(args.job_dir, "result.json"), "w") as f:
         json.dump(res, f)
+
+
+def _time_inner_compile(res):
+    """Adds mojo's inner compile time (Inductor on the rewritten graph) to res["phases"] as it runs: the backend
+    call's time less this is mojo's own passes."""
+    import mojo_compile.backend as backend
+
+    inner = backend.inner_compile
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            phases = res.setdefault("phases", {})
+            phases["mojo inner_compile"] = phases.get("mojo inner_compile", 0.0) + time.perf_counter() - start
+
+    backend.inner_compile = timed  # the backend looks it up in its module at each call
 
 
 # ----------------------------------------------------------------------------------------------- the parent
@@ -142,6 +168,8 @@ class Job:
                self.workload, "--variant", self.variant, "--job-dir", self.dir, "--tokens", str(self.tokens)]
         if self.args.tiny:
             cmd.append("--tiny")
+        if self.args.phases:
+            cmd.append("--phases")
         self.out = open(os.path.join(self.dir, "log"), "w")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.out, stderr=subprocess.STDOUT, cwd=os.getcwd())
         self.started = time.perf_counter()
@@ -301,6 +329,23 @@ def tables(results, args, title):
               "there, so warm measures the same as cold")
 
 
+def phase_tables(results, top=14):
+    """Per process, its largest phases (s, summed over its graphs); nested phases overlap (the backend call holds
+    AOTAutograd and Inductor), so they do not add up to the first call."""
+    from common import print_table
+
+    for r in results:
+        phases = dict(r.get("phases") or {})
+        if not phases:
+            continue
+        rows = [[name, f"{s:.2f}"] for name, s in sorted(phases.items(), key=lambda kv: -kv[1])[:top]]
+        if "mojo inner_compile" in phases and "OutputGraph.call_user_compiler" in phases:
+            own = phases["OutputGraph.call_user_compiler"] - phases["mojo inner_compile"]
+            rows.insert(0, ["mojo's own passes (backend call less inner compile)", f"{own:.2f}"])
+        print_table(f"phases, {r['model']} {r['workload']} {r['variant']} (first call {r.get('first_call_s', 0):.1f} s)",
+                    ["phase", "s"], rows)
+
+
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--model", default="llama,qwen3", help="comma-separated subset of llama,qwen3")
@@ -313,6 +358,7 @@ def parse():
     p.add_argument("--budget-s", type=float, help="start no process after this many s (default 225; --tiny: no limit)")
     p.add_argument("--child-timeout", type=float, default=300, help="seconds one process may take")
     p.add_argument("--verbose", action="store_true", help="print every process's log tail")
+    p.add_argument("--phases", action="store_true", help="a table per process of where the first call's time goes")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
@@ -356,6 +402,8 @@ def main():
     cmd = "python benchmarks/bench_compile.py " + " ".join(sys.argv[1:])
     tables(results, args, f"### Compile time, first call in a fresh process, s (`{cmd}`) -- {date}, {dev} ("
            + ", ".join(f"{k} {v}" for k, v in vers.items()) + ")")
+    if args.phases:
+        phase_tables(results)
     if skipped:
         print("skipped for the time budget: " + "; ".join(skipped))
     print(f"wall time {wall:.0f} s")

@@ -176,9 +176,56 @@ def selfcheck():
     print(("OK" if planted and not repaired else "BAD") + f" selfcheck planted={planted!r} repaired={repaired!r}")
 
 
+@triton.jit
+def _unmarked(X, Y, BLOCK: tl.constexpr):  # no @writes: not ours, so never memoized
+    cols = tl.arange(0, BLOCK)
+    tl.store(Y + cols, tl.load(X + cols))
+
+
+def memocheck():
+    """common.memoize_torch_analysis: each launch of ours analysed by torch once per specialisation, every answer
+    equal to torch's own; a kernel without @writes analysed by torch at every call."""
+    from torch._higher_order_ops import triton_kernel_wrap as tkw
+
+    from mojo_compile.kernels.common import memoize_torch_analysis
+
+    calls = []
+    torchs = tkw.identify_accessed_tensors
+
+    def counted(kernel, kwargs, *rest):
+        calls.append(kernel)
+        return torchs(kernel, kwargs, *rest)
+
+    tkw.identify_accessed_tensors = counted
+    memoize_torch_analysis()
+    memoized = tkw.identify_accessed_tensors
+    problems, launches = [], []
+    for case in list(layer_norm_cases()) + list(attention_cases())[:6]:
+        with record_launches() as recorded:
+            case()
+        launches += recorded
+    for kernel, _grid, bound in launches:
+        first, again = memoized(kernel, dict(bound), {}), memoized(kernel, dict(bound), {})
+        own = torchs(kernel, dict(bound), {})
+        if not (first.read_writes == own.read_writes == again.read_writes):
+            problems.append(f"{kernel.fn.__name__}: memoized {first.read_writes} != torch's {own.read_writes}")
+    distinct = len(memoized.mojo_memo)
+    if len(calls) != distinct or distinct < 4:
+        problems.append(f"torch ran {len(calls)} analyses for {distinct} specialisations of {len(launches)} launches")
+    x, y = torch.randn(16), torch.empty(16)
+    for _ in range(2):
+        memoized(_unmarked, dict(X=x, Y=y, BLOCK=16), {})
+    if calls.count(_unmarked) != 2:
+        problems.append(f"an unmarked kernel analysed {calls.count(_unmarked)} times in 2 calls")
+    print(("BAD memocheck " + "; ".join(problems)) if problems else
+          f"OK memocheck {len(launches)} launches, {distinct} analyses")
+
+
 def main():
     if sys.argv[1:] == ["selfcheck"]:
         return selfcheck()
+    if sys.argv[1:] == ["memocheck"]:
+        return memocheck()
     families = {"rms_norm": rms_cases, "gated": gated_cases, "rope": rope_cases, "attention": attention_cases,
                 "cross_entropy": cross_entropy_cases, "layer_norm": layer_norm_cases}
     chosen = sys.argv[1:] or list(families)

@@ -48,6 +48,13 @@ def test_the_check_flags_a_helper_returning_a_store_index():
     assert "'X', 'Y'" in line
 
 
+def test_torchs_analysis_memoized_per_specialisation():
+    """torch analyses a traced launch afresh each time (AOTAutograd twice, Inductor's lowering once more): ours are
+    analysed once per specialisation, each answer torch's own; other kernels are left to torch."""
+    (line,) = _probe("memocheck")
+    assert line.startswith("OK"), line
+
+
 def test_a_launch_torch_would_misread_keeps_the_op_whole():
     """NotInlinable raised while a launcher is traced: the op stays one custom op (run directly), numbers right."""
     calls = []

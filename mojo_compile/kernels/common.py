@@ -20,7 +20,9 @@ CPU, and requires it to equal the declaration, and no written argument to overla
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
+import sys
 from typing import Callable, Optional
 
 import torch
@@ -189,14 +191,47 @@ def inductor_writes(kernel, bound: dict) -> Optional[frozenset]:
 
 def _analysis_key(kernel, bound: dict):
     """What the analysis depends on: the kernel, each tensor's dtype, each other value (constexprs, and ints, which
-    Triton specialises when 1 or a multiple of 16)."""
+    Triton specialises when 1 or a multiple of 16). As torch's TTIR generation sees them: a traced tensor or an
+    Inductor buffer (TensorBox) is a 2-element tensor of its dtype, a symbolic value is 2."""
+    import sympy
+
+    inductor_ir = sys.modules.get("torch._inductor.ir")
+
     def key(value):
-        if isinstance(value, torch.Tensor):
+        if isinstance(value, torch.Tensor) or (inductor_ir is not None and isinstance(value, inductor_ir.TensorBox)):
             return ("tensor", value.dtype)
-        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, sympy.Expr)):
             return ("symbolic",)
         return ("value", type(value).__name__, repr(value))
     return (id(kernel), tuple((name, key(value)) for name, value in bound.items()))
+
+
+def memoize_torch_analysis() -> None:
+    """Make torch's TTIR analysis of our kernels (`identify_accessed_tensors`) compute once per kernel and
+    specialisation (`_analysis_key`) in a process. torch runs it afresh at every traced launch: AOTAutograd traces
+    the graph twice (metadata, then the graph) and Inductor a third time as it lowers, and each run compiles the
+    kernel to TTIR, a large part of a compile's time. The result depends on nothing the key leaves out, so each
+    caller gets what torch itself computes. Other kernels go straight to torch's analysis."""
+    try:
+        from torch._higher_order_ops import triton_kernel_wrap as tkw
+    except ImportError:  # pragma: no cover
+        return
+    name = "identify_accessed_tensors" if hasattr(tkw, "identify_accessed_tensors") else "identify_mutated_tensors"
+    analyse = getattr(tkw, name, None)
+    if analyse is None or getattr(analyse, "mojo_memo", None) is not None:
+        return
+    memo: dict = {}
+
+    def memoized(kernel, kwargs, *rest):
+        if getattr(kernel, "mojo_writes", None) is None:  # not ours: torch's own, every time
+            return analyse(kernel, kwargs, *rest)
+        key = (_analysis_key(kernel, kwargs), repr(rest))
+        if key not in memo:
+            memo[key] = analyse(kernel, kwargs, *rest)
+        return copy.deepcopy(memo[key])  # the caller's own, as torch's would be
+
+    memoized.mojo_memo = memo
+    setattr(tkw, name, memoized)  # callers look it up in the module at each call
 
 
 def _stand_in(value):
@@ -263,6 +298,7 @@ class _Launcher:
         if interpreting():  # nothing traces the interpreter (and torch 2.11 refuses its kernel objects)
             return kernel[self.grid](*args, **kwargs)
         if _traced(list(args) + list(kwargs.values())):
+            memoize_torch_analysis()
             reason = mismatch(kernel, _analysis_args(kernel, args, kwargs))
             if reason is not None:
                 raise NotInlinable(reason)
