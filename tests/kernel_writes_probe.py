@@ -190,15 +190,20 @@ def memocheck():
     from mojo_compile.kernels.common import memoize_torch_analysis
 
     calls = []
-    torchs = tkw.identify_accessed_tensors
+    # torch >= 2.12 reports reads and writes; older torch (2.11) writes only, under another name
+    name = "identify_accessed_tensors" if hasattr(tkw, "identify_accessed_tensors") else "identify_mutated_tensors"
+    torchs = getattr(tkw, name)
 
     def counted(kernel, kwargs, *rest):
         calls.append(kernel)
         return torchs(kernel, kwargs, *rest)
 
-    tkw.identify_accessed_tensors = counted
+    def answer(result):
+        return result.read_writes if hasattr(result, "read_writes") else sorted(result)
+
+    setattr(tkw, name, counted)
     memoize_torch_analysis()
-    memoized = tkw.identify_accessed_tensors
+    memoized = getattr(tkw, name)
     problems, launches = [], []
     for case in list(layer_norm_cases()) + list(attention_cases())[:6]:
         with record_launches() as recorded:
@@ -207,8 +212,8 @@ def memocheck():
     for kernel, _grid, bound in launches:
         first, again = memoized(kernel, dict(bound), {}), memoized(kernel, dict(bound), {})
         own = torchs(kernel, dict(bound), {})
-        if not (first.read_writes == own.read_writes == again.read_writes):
-            problems.append(f"{kernel.fn.__name__}: memoized {first.read_writes} != torch's {own.read_writes}")
+        if not (answer(first) == answer(own) == answer(again)):
+            problems.append(f"{kernel.fn.__name__}: memoized {answer(first)} != torch's {answer(own)}")
     distinct = len(memoized.mojo_memo)
     if len(calls) != distinct or distinct < 4:
         problems.append(f"torch ran {len(calls)} analyses for {distinct} specialisations of {len(launches)} launches")
