@@ -31,6 +31,7 @@ the overlap costs the timed process at most one CPU core of the machine's, for t
 --phases: where each first call's time goes: torch's `dynamo_timed` phases (Dynamo's trace, the backend call,
 AOTAutograd, Inductor's lowering and code generation, waiting on the Triton compiles) and, for mojo, its own passes
 (the backend call less its inner compile), summed over the process's graphs, in a table per process.
+--profile-dir DIR: a cProfile stats file of each process's first call (read it with `python -m pstats`).
 --tiny: bench_decode.py's tiny dims on the CPU, prefill of 64 tokens, decode against 32 (the plumbing, not
 timings); --mojo-inner eager (MOJO_INNER=eager) skips mojo's inner Inductor compile there.
 Output: a table per (model, workload) with the mojo / Inductor ratios, a detail table per process, --json OUT.
@@ -106,7 +107,15 @@ def child(args):
             if time.perf_counter() - waited > 900:
                 sys.exit("no go from the parent in 900 s")
             time.sleep(0.01)
+        profiler = None
+        if args.profile_dir:
+            import cProfile
+            profiler = cProfile.Profile()
+            profiler.enable()
         _, res["first_call_s"] = bd.first_call(lambda: call(fn), device)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(os.path.join(args.profile_dir, f"{args.model}-{args.workload}-{args.variant}.prof"))
         _, second = bd.first_call(lambda: call(fn), device)
     res["second_call_ms"] = second * 1e3
     from torch._dynamo.utils import counters as dc
@@ -170,6 +179,8 @@ class Job:
             cmd.append("--tiny")
         if self.args.phases:
             cmd.append("--phases")
+        if self.args.profile_dir:
+            cmd += ["--profile-dir", os.path.abspath(self.args.profile_dir)]
         self.out = open(os.path.join(self.dir, "log"), "w")
         self.proc = subprocess.Popen(cmd, env=self.env, stdout=self.out, stderr=subprocess.STDOUT, cwd=os.getcwd())
         self.started = time.perf_counter()
@@ -359,6 +370,8 @@ def parse():
     p.add_argument("--child-timeout", type=float, default=300, help="seconds one process may take")
     p.add_argument("--verbose", action="store_true", help="print every process's log tail")
     p.add_argument("--phases", action="store_true", help="a table per process of where the first call's time goes")
+    p.add_argument("--profile-dir", metavar="DIR", help="cProfile each process's first call (the main thread: "
+                   "Triton's compile workers not included) into DIR/MODEL-WORKLOAD-VARIANT.prof; it slows that call")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--variant", help=argparse.SUPPRESS)
