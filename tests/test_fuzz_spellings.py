@@ -189,8 +189,10 @@ def _without_cudnn_attention():
     """torch's cuDNN attention, SDPA's first choice on sm_90 with a recent cuDNN (torch 2.11 on the H200), reads a
     float32 `attn_mask` as if it had the query's dtype (pytorch/pytorch PR 191612, after torch 2.11): eager's own
     numbers are wrong for a bf16 query with a float32 mask. Eager and the compiled function (whose unfused SDPA
-    calls, and the backend choice made while tracing, meet the same bug) both run without it: eager's answer is
-    then the flash / memory-efficient / math kernel's."""
+    calls, and the backend choice made while tracing, meet the same bug) both run without it. On the H200 (torch
+    2.11) the memory-efficient kernel then refuses that mask loudly ("invalid dtype for bias"), so eager raises and
+    such a case is one eager rejects, not compared there (on the CPU it is compared); every other case compares
+    with the flash / memory-efficient / math kernel's answer."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
