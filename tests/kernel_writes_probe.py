@@ -226,7 +226,61 @@ def memocheck():
           f"OK memocheck {len(launches)} launches, {distinct} analyses")
 
 
+def aotcheck():
+    """Through torch's own path: AOTAutograd traces a graph of ttx Mojo ops on fake CUDA tensors (twice: metadata,
+    then the graph; torch wraps each traced launch that passes launch options in a fresh one-config Autotuner).
+    Every TTIR generation must be a memo miss, and there must be at most two per kernel specialisation (the launcher's
+    own write check, on stand-in values, and torch's functionalization), not one per launch."""
+    from torch._functorch.aot_autograd import aot_function
+    from torch._higher_order_ops import triton_kernel_wrap as tkw
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from mojo_compile.kernels.common import memoize_torch_analysis
+
+    generated = []
+    torchs = tkw.generate_ttir
+
+    def counted(kernel, *args, **kwargs):
+        generated.append(kernel)
+        return torchs(kernel, *args, **kwargs)
+
+    tkw.generate_ttir = counted
+    memoize_torch_analysis()
+    name = "identify_accessed_tensors" if hasattr(tkw, "identify_accessed_tensors") else "identify_mutated_tensors"
+    memo = getattr(tkw, name).mojo_memo
+
+    def graph(x, r, w, g, u):
+        for _ in range(3):
+            h, r, _ = torch.ops.mojo.add_rms_norm(x, r, w, 1e-5, target="ttx")
+            x = torch.ops.mojo.gated_act(g * h, u, target="ttx") + h
+        return torch.ops.mojo.rms_norm(x, w, 1e-5, target="ttx")[0]
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    with mode:
+        x, r, g, u = (torch.randn(4, 256, device="cuda", dtype=BF16) for _ in range(4))
+        w = torch.randn(256, device="cuda", dtype=BF16)
+    kernels = set()
+
+    def graph_of(gm, _inputs):
+        kernels.update(n for n in gm.graph.nodes if "triton_kernel" in str(n.target))
+        return gm
+
+    with assume("H200"), torch.no_grad(), mode:
+        aot_function(graph, fw_compiler=graph_of)(x, r, w, g, u)
+    launches, specialisations = len(kernels), 3  # add_rms_norm, gated_act, rms_norm: one specialisation each
+    problems = []
+    if launches != 7:
+        problems.append(f"{launches} launches in the traced graph, expected 7 (the ops not inlined?)")
+    if len(generated) != len(memo) or len(generated) > 2 * specialisations:
+        problems.append(f"torch generated TTIR {len(generated)} times for {launches} launches of {specialisations} "
+                        f"specialisations ({len(memo)} memo entries)")
+    print(("BAD aotcheck " + "; ".join(problems)) if problems else
+          f"OK aotcheck {launches} launches, {len(generated)} TTIR generations")
+
+
 def main():
+    if sys.argv[1:] == ["aotcheck"]:
+        return aotcheck()
     if sys.argv[1:] == ["selfcheck"]:
         return selfcheck()
     if sys.argv[1:] == ["memocheck"]:

@@ -55,6 +55,13 @@ def test_torchs_analysis_memoized_per_specialisation():
     assert line.startswith("OK"), line
 
 
+def test_torchs_analysis_memoized_through_aotautograd():
+    """The same through torch's own path, where each traced launch reaches the analysis in a fresh Autotuner
+    wrapper: an AOTAutograd trace of 7 launches analyses each of 3 specialisations at most twice."""
+    (line,) = _probe("aotcheck")
+    assert line.startswith("OK"), line
+
+
 def test_a_launch_torch_would_misread_keeps_the_op_whole():
     """NotInlinable raised while a launcher is traced: the op stays one custom op (run directly), numbers right."""
     calls = []

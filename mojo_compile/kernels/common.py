@@ -200,10 +200,28 @@ def _analysis_key(kernel, bound: dict):
     def key(value):
         if isinstance(value, torch.Tensor) or (inductor_ir is not None and isinstance(value, inductor_ir.TensorBox)):
             return ("tensor", value.dtype)
-        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool, sympy.Expr)):
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) or isinstance(value, sympy.Expr):
             return ("symbolic",)
         return ("value", type(value).__name__, repr(value))
-    return (id(kernel), tuple((name, key(value)) for name, value in bound.items()))
+    return (_kernel_key(kernel), tuple((name, key(value)) for name, value in bound.items()))
+
+
+def _jit_function(kernel):
+    """Our @triton.jit kernel, under the one-config Autotuner that torch wraps a traced launch in when the launch
+    passes options (num_warps ...): a new wrapper per launch, each with our kernel as its `fn`."""
+    from triton.runtime.autotuner import Autotuner
+
+    return kernel.fn if isinstance(kernel, Autotuner) else kernel
+
+
+def _kernel_key(kernel):
+    """The kernel as the analysis sees it: our JIT function, and an Autotuner wrapper's configs (torch's analysis
+    adds the first config's kwargs to the launch's; every field of every config is kept, to be exact)."""
+    base = _jit_function(kernel)
+    if base is kernel:
+        return (id(kernel),)
+    return (id(base), type(kernel).__name__,
+            tuple(repr(sorted(vars(config).items())) for config in getattr(kernel, "configs", ())))
 
 
 def memoize_torch_analysis() -> None:
@@ -223,7 +241,7 @@ def memoize_torch_analysis() -> None:
     memo: dict = {}
 
     def memoized(kernel, kwargs, *rest):
-        if getattr(kernel, "mojo_writes", None) is None:  # not ours: torch's own, every time
+        if getattr(_jit_function(kernel), "mojo_writes", None) is None:  # not ours: torch's own, every time
             return analyse(kernel, kwargs, *rest)
         key = (_analysis_key(kernel, kwargs), repr(rest))
         if key not in memo:
