@@ -409,8 +409,7 @@ def _recheck(pattern, size, entry, match, seen: dict, cache: dict) -> _Attempt:
 
 def _index(enabled: Sequence[patterns.Pattern]) -> dict:
     """(op, target) -> [(pattern, size, PatternEntry)] anchored there, in the order the rewrite applies them."""
-    passes = [(p, size, pattern_pass) for p in enabled for size, pattern_pass in (p._passes or ())]
-    passes.sort(key=lambda t: (-t[0].priority, -t[1]))
+    passes = patterns.registered_passes(enabled)
     index: dict = defaultdict(list)
     for pattern, size, pattern_pass in passes:
         for key, entries in list(pattern_pass.patterns.items()):

@@ -24,8 +24,13 @@ holding the versions, the package hash and the question's full text (sympy's `sr
 the question is compared again when the answer is read back. A proof costs tenths of a second per attention mask;
 the same model's masks pose the same questions in every process.
 
+Each built-in pattern's summary -- per example-input set, the names of the ops its Inductor pattern is made of,
+and its size -- is kept as well (`summaries`): a rewrite registers only the sets whose ops all occur in the graph
+(patterns/__init__.py), since registering a set costs more than matching it.
+
     MOJO_CACHE_DIR=dir       the cache directory (default ~/.cache/mojo_compile), shared with the tuner's choices
-    MOJO_PATTERN_CACHE=0     trace every pattern and prove every mask (the cache is neither read nor written)
+    MOJO_PATTERN_CACHE=0     trace and register every pattern, prove every mask (the cache is neither read nor
+                             written)
 """
 from __future__ import annotations
 
@@ -280,6 +285,62 @@ def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule]
     if key is not None:
         store(key, gm)
     return gm
+
+
+# -- the patterns' summaries ----------------------------------------------------------------------------------------
+
+_SUMMARIES: dict = {}  # file -> {"loaded": what it held when read, "new": what this process learnt since}
+
+
+def _summaries_file() -> Optional[dict]:
+    """This cache directory's summaries in memory (read on first use), or None where none are kept."""
+    if not enabled() or not _rules_are_ours():  # (a user's canonicalisation rule changes what a trace is made of)
+        return None
+    path = os.path.join(cache_dir(), "summaries", f"{_key('summaries')}.json")
+    if path not in _SUMMARIES:
+        _SUMMARIES[path] = {"path": path, "loaded": _read_summaries(path), "new": {}}
+    return _SUMMARIES[path]
+
+
+def summaries() -> dict:
+    """{built-in pattern name: [(targets, size) per example-input set]}, as an earlier process registered them: the
+    names of the ops each set's pattern is made of, and its size. Read once per process and cache directory; {}
+    where none is kept. A summary is keyed like a trace (the versions and this package's source), so it describes
+    the traces this process would make."""
+    held = _summaries_file()
+    return {} if held is None else {**held["loaded"], **held["new"]}
+
+
+def _read_summaries(path: str) -> dict:
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        return {name: [(frozenset(targets), size) for targets, size in sets] for name, sets in raw.items()
+                if all(isinstance(t, list) and all(isinstance(x, str) for x in t) and isinstance(size, int)
+                       for t, size in sets)}
+    except FileNotFoundError:
+        return {}
+    except Exception as e:  # a damaged file: every set is registered (and the file written again)
+        log.debug("mojo: pattern summaries unreadable (%s: %s)", type(e).__name__, e)
+        return {}
+
+
+def note_summary(name: str, sets: list) -> None:
+    """Remember a built-in pattern's summary: [(targets, size) per example-input set], all registered."""
+    held = _summaries_file()
+    if held is not None and held["loaded"].get(name) != sets:
+        held["new"][name] = sets
+
+
+def save_summaries() -> None:
+    """Write what this process learnt, merged with what the file holds now (another process may have added)."""
+    held = _summaries_file()
+    if held is None or not held["new"]:
+        return
+    merged = {**_read_summaries(held["path"]), **held["new"]}
+    text = json.dumps({name: [[sorted(targets), size] for targets, size in sets] for name, sets in merged.items()})
+    if _write(held["path"], text):
+        held["loaded"], held["new"] = merged, {}
 
 
 # -- the mask prover's answers --------------------------------------------------------------------------------------

@@ -29,8 +29,11 @@ def entries(directory) -> list:
 
 def register_all() -> None:
     for pattern in patterns.registered_patterns():
-        if pattern._passes is None:
-            patterns._compile(pattern)
+        patterns._compile(pattern)
+
+
+def registered_count() -> int:
+    return sum(item.pattern_pass is not None for p in patterns.registered_patterns() for item in p._sets or ())
 
 
 def record(monkeypatch, name):
@@ -52,7 +55,7 @@ def record(monkeypatch, name):
 def test_every_builtin_trace_is_kept_and_comes_back_identical(cache_dir, monkeypatch):
     stored = record(monkeypatch, "store")
     register_all()
-    total = sum(len(p._passes) for p in patterns.registered_patterns())
+    total = registered_count()
     assert len(entries(cache_dir)) == len(stored) >= total > 100  # (duplicate traces are registered once)
 
     patterns.forget_traces()
@@ -60,15 +63,16 @@ def test_every_builtin_trace_is_kept_and_comes_back_identical(cache_dir, monkeyp
     monkeypatch.setattr(patterns, "trace_pre_dispatch", lambda *a, **k: pytest.fail("traced with a warm cache"))
     register_all()
     assert loaded == stored
-    assert sum(len(p._passes) for p in patterns.registered_patterns()) == total
+    assert registered_count() == total
 
 
-def tiny_llama():
+def tiny_llama(family="llama"):
     import transformers
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    dims = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+                num_key_value_heads=2, max_position_embeddings=64)
+    cfg = transformers.Qwen3Config(**dims, head_dim=16) if family == "qwen3" else transformers.LlamaConfig(**dims)
     torch.manual_seed(0)
-    model = transformers.LlamaForCausalLM(cfg)
+    model = (transformers.Qwen3ForCausalLM if family == "qwen3" else transformers.LlamaForCausalLM)(cfg)
     with torch.no_grad():
         for p in model.parameters():
             if p.dim() == 1:
@@ -97,6 +101,60 @@ def test_a_model_compiles_the_same_cold_and_warm(cache_dir, monkeypatch):
     assert torch.equal(cold, warm) and torch.equal(cold, traced)
 
 
+def test_summaries_describe_the_registered_patterns(cache_dir):
+    """Each set's summary is what Inductor registered: the size the rewrite orders by (the pattern's nodes), and the
+    ops of its pattern, each an op of the search function's trace (a duplicate set's too)."""
+    register_all()
+    kept = pattern_cache.summaries()
+    duplicates = 0
+    for pattern in patterns.registered_patterns():
+        assert kept[pattern.name] == [(item.targets, item.size) for item in pattern._sets], pattern.name
+        for item in pattern._sets:
+            traced = patterns.trace_pre_dispatch(patterns.with_signature(pattern.search, [
+                *__import__("inspect").signature(pattern.search).parameters]), _trace_args(pattern, item.inputs))
+            ops = {patterns._target_name(n.target) for n in traced.graph.nodes if n.op == "call_function"}
+            assert item.targets and item.targets <= ops, (pattern.name, item.targets - ops)
+            duplicates += item.pattern_pass is None
+            for entries in (item.pattern_pass.patterns.values() if item.pattern_pass else ()):
+                for entry in entries:
+                    assert patterns._pattern_summary(entry.pattern) == (item.targets, item.size), pattern.name
+    assert duplicates  # (the fp32 forms of several spellings trace alike)
+    pattern_cache.save_summaries()
+    assert pattern_cache._read_summaries(_summaries_path()) == kept
+
+
+def _trace_args(pattern, inputs):
+    """The arguments register_replacement traces the search function with: the inputs, scalars in their places."""
+    names, inputs, args = list(__import__("inspect").signature(pattern.search).parameters), list(inputs), []
+    for name in names:
+        args.append(pattern.scalars[name] if name in pattern.scalars else inputs.pop(0))
+    return args
+
+
+def _summaries_path():
+    return pattern_cache._summaries_file()["path"]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_a_warm_rewrite_registers_only_the_patterns_the_graph_can_have(cache_dir, family):
+    """With the summaries of a first process, a rewrite registers only the sets whose ops are all in the graph --
+    including the ops an earlier replacement puts there (qk-norm + RoPE is made of mojo.rms_norm and mojo.rope) --
+    and fuses exactly what registering every set fuses."""
+    model, ids = tiny_llama(family), torch.randint(0, 128, (2, 11), device=DEVICE)
+    with torch.no_grad():
+        cold, cold_counts = compiled_logits(model, ids)
+        total = sum(len(p._sets) for p in patterns.registered_patterns())
+        assert all(item.registered for p in patterns.registered_patterns() for item in p._sets)
+        pattern_cache._SUMMARIES.clear()  # a new process: the summaries come from the file
+        patterns.forget_traces()
+        warm, warm_counts = compiled_logits(model, ids)
+    registered = [p.family for p in patterns.registered_patterns() for item in p._sets if item.registered]
+    assert len(registered) < total and not {"layer_norm", "cross_entropy", "linear_cross_entropy"} & set(registered)
+    assert warm_counts == cold_counts and torch.equal(warm, cold)
+    if family == "qwen3":
+        assert warm_counts.get("mojo.qk_norm_rope") == 3 and "qk_norm_rope" in registered
+
+
 def test_switched_off_it_neither_reads_nor_writes(cache_dir, monkeypatch):
     monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
     monkeypatch.setattr(pattern_cache, "load", lambda key: pytest.fail("read"))
@@ -115,7 +173,7 @@ def test_user_patterns_always_trace(cache_dir):
     try:
         mojo_compile.register_pattern("user.cache_probe", search, replace, (x, torch.randn(8)))
         pattern = patterns._PATTERNS["user.cache_probe"]
-        assert not pattern.builtin and pattern._passes
+        assert not pattern.builtin and all(item.pattern_pass for item in pattern._sets)
         assert entries(cache_dir) == []  # lazy=False: traced at registration, and not kept
     finally:
         mojo_compile.unregister_pattern("user.cache_probe")

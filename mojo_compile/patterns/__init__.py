@@ -68,7 +68,7 @@ class Pattern:
     tell_tales: tuple = ()
     optional: tuple = ()  # tensor parameters that may bind None too
     builtin: bool = False  # registered by this package: its registration traces may come from pattern_cache
-    _passes: Optional[list] = None  # [(pattern size in nodes, PatternMatcherPass)], one per example input set
+    _sets: Optional[list] = None  # one _InputSet per example input set (None: none registered, nothing known)
 
     @property
     def tensor_params(self) -> list[str]:
@@ -108,14 +108,15 @@ class _Tracer:
 
     def __init__(self, pattern: Pattern):
         self.pattern = pattern
-        self.registered = False
+        self.registration_trace: Optional[GraphModule] = None
 
     def __call__(self, fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
-        if not self.registered:
-            self.registered = True
+        if self.registration_trace is None:
             if self.pattern.builtin:
-                return pattern_cache.traced(self.pattern.name, trace_pre_dispatch, fn, args)
-            return trace_pre_dispatch(fn, args)
+                self.registration_trace = pattern_cache.traced(self.pattern.name, trace_pre_dispatch, fn, args)
+            else:
+                self.registration_trace = trace_pre_dispatch(fn, args)
+            return self.registration_trace
         if fn is not self.pattern.search:
             return trace_pre_dispatch(fn, args)
         try:
@@ -125,6 +126,53 @@ class _Tracer:
         if key not in _RETRACES:
             _RETRACES[key] = trace_pre_dispatch(fn, args)
         return _RETRACES[key]
+
+
+@dataclass(eq=False)
+class _InputSet:
+    """One example-input set of a pattern: Inductor's registration of its trace, made on first need. A rewrite
+    registers only the sets whose ops all occur in the graph, where their summary (`targets`, `size`) is known
+    from an earlier process (pattern_cache.summaries): a pattern can match only a graph that has every op it is
+    made of, and registering the ~250 built-in sets costs more than the whole rewrite of a graph."""
+    inputs: tuple
+    targets: Optional[frozenset] = None  # the names of the ops the pattern is made of (None: not known yet)
+    size: int = 0  # nodes in the pattern: within a priority, larger patterns apply first
+    registered: bool = False
+    pattern_pass: Any = None  # Inductor's PatternMatcherPass; None when registered as the same graph as an earlier
+    #                           set's (Inductor's skip_duplicates: that set's pass applies it)
+
+
+def _target_name(target) -> str:
+    """A graph node's target as a name that is the same in every process (`aten.mul.Tensor`, `_operator.getitem`)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return str(target)
+    return f"{getattr(target, '__module__', None)}.{getattr(target, '__qualname__', None) or repr(target)}"
+
+
+def graph_targets(graph) -> frozenset:
+    """The names of the call_function targets in `graph`."""
+    return frozenset(_target_name(n.target) for n in graph.nodes if n.op == "call_function")
+
+
+_IGNORED_TYPES = (int, float, list, torch.device, torch.dtype)  # what register_replacement's pattern leaves unmatched
+
+
+def _pattern_summary(expr) -> tuple[frozenset, int]:
+    """(targets, size) of an Inductor pattern: the names of the ops it matches -- each of its CallFunctions matches
+    a graph node of exactly that target, so a graph without one of them has no match -- and its size (_size)."""
+    from torch._inductor import pattern_matcher as pm
+    from torch.utils import _pytree as pytree
+
+    targets, seen = set(), set()
+    stack = list(getattr(expr, "outputs", None) or [expr])
+    while stack:
+        e = stack.pop()
+        if isinstance(e, pm.PatternExpr) and id(e) not in seen:
+            seen.add(id(e))
+            if isinstance(e, pm.CallFunction):
+                targets.update(_target_name(fn) for fn in e.fns)
+                stack.extend(pytree.tree_leaves((e.args, e.kwargs)))
+    return frozenset(targets), _size(expr)
 
 
 def _as_input_sets(example_inputs) -> list[tuple]:
@@ -255,12 +303,10 @@ def _forget_traces(pattern: Pattern) -> None:
     (after unregister_pattern, or with replace=True) would be skipped as a duplicate of a pattern that is gone.
     (Keyed by the pattern's printed form: an equal-looking entry of another pattern may go too, which only lets a
     later duplicate trace be registered.)"""
-    if not pattern._passes:
-        return
     from torch._inductor.pattern_matcher import PatternPrettyPrinter
 
-    for _, pattern_pass in pattern._passes:
-        for entries in pattern_pass.patterns.values():
+    for item in pattern._sets or ():
+        for entries in (item.pattern_pass.patterns.values() if item.pattern_pass is not None else ()):
             for entry in entries:
                 try:
                     _SEEN_GRAPHS.pop(PatternPrettyPrinter.run(entry.pattern), None)
@@ -336,31 +382,63 @@ def forget_traces() -> None:
     """Every pattern traced again on next use (a canonicalisation rule added since changes what its trace is)."""
     for pattern in _PATTERNS.values():
         _forget_traces(pattern)
-        pattern._passes = None
+        pattern._sets = None
 
 
-def _compile(pattern: Pattern) -> None:
-    """Trace each input set of the pattern into its own PatternMatcherPass, remembering the pattern's size."""
+def _input_sets(pattern: Pattern) -> list[_InputSet]:
+    """The pattern's input sets, with their summaries where an earlier process recorded them (built-ins only)."""
+    if pattern._sets is None:
+        known = pattern_cache.summaries().get(pattern.name) if pattern.builtin and pattern_cache.enabled() else None
+        if known is not None and len(known) != len(pattern.example_inputs):
+            known = None  # not this pattern's record
+        pattern._sets = [_InputSet(inputs, *(known[i] if known else (None, 0)))
+                         for i, inputs in enumerate(pattern.example_inputs)]
+    return pattern._sets
+
+
+def _register(pattern: Pattern, item: _InputSet) -> None:
+    """Register one input set's trace with Inductor in its own PatternMatcherPass, and learn its summary."""
     from torch._inductor import pattern_matcher as pm
 
     optional = {"skip_duplicates": True}
     optional = {k: v for k, v in optional.items() if k in _register_replacement_kwargs()}
-    passes = []
-    for inputs in pattern.example_inputs:
-        pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
-        if optional:  # one record of traced graphs for all passes: a graph another pattern registered is skipped
-            pattern_pass.seen_patterns = _SEEN_GRAPHS
-        try:
-            expr = pm.register_replacement(
-                pattern.search, pattern.replace, list(inputs), _Tracer(pattern), pattern_pass,
-                extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
-                **optional)
-        except Exception as e:  # a user's search function that does not trace must say which pattern it is
-            raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
-                               f"{[_describe(i) for i in inputs]}: {type(e).__name__}: {e}") from e
-        if expr:  # False: the same graph as an input set already registered
-            passes.append((_size(expr), pattern_pass))
-    pattern._passes = passes
+    pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
+    if optional:  # one record of traced graphs for all passes: a graph another pattern registered is skipped
+        pattern_pass.seen_patterns = _SEEN_GRAPHS
+    tracer = _Tracer(pattern)
+    try:
+        expr = pm.register_replacement(
+            pattern.search, pattern.replace, list(item.inputs), tracer, pattern_pass,
+            extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
+            **optional)
+    except Exception as e:  # a user's search function that does not trace must say which pattern it is
+        raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
+                           f"{[_describe(i) for i in item.inputs]}: {type(e).__name__}: {e}") from e
+    if not expr:  # the same graph as a set registered before, which applies it: its pattern, for the summary
+        expr = pm.fx_to_pattern(tracer.registration_trace, ignore_types=_IGNORED_TYPES,
+                                scalar_workaround=pattern.scalars)
+        pattern_pass = None
+    item.targets, item.size = _pattern_summary(expr)
+    item.registered, item.pattern_pass = True, pattern_pass
+    if pattern.builtin and all(i.registered for i in pattern._sets):
+        pattern_cache.note_summary(pattern.name, [(i.targets, i.size) for i in pattern._sets])
+
+
+def _compile(pattern: Pattern) -> None:
+    """Register every input set of the pattern not registered yet, in order."""
+    for item in _input_sets(pattern):
+        if not item.registered:
+            _register(pattern, item)
+
+
+def registered_passes(chosen: Sequence[Pattern]) -> list[tuple[Pattern, int, Any]]:
+    """(pattern, size, PatternMatcherPass) of every input set of `chosen` (registered now where not yet), in the
+    order a rewrite applies them (near_miss.py explains unfused sites with all of them)."""
+    for pattern in chosen:
+        _compile(pattern)
+    pattern_cache.save_summaries()
+    passes = [(p, item.size, item.pattern_pass) for p in chosen for item in p._sets if item.pattern_pass is not None]
+    return sorted(passes, key=lambda t: (-t[0].priority, -t[1]))
 
 
 def unmodelled_kwarg(match) -> Optional[str]:
@@ -543,16 +621,18 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
 
     gm.graph.__dict__.pop("_mojo_touched", None)  # _touched_by_mutation's memo: computed anew for this graph
     _RETRACES.clear()
-    passes = []
-    for pattern in registered_patterns():
-        if pattern.enabled(disabled):
-            if pattern._passes is None:
-                _compile(pattern)
-            passes.extend((pattern, size, pattern_pass) for size, pattern_pass in pattern._passes)
+    sets = [(pattern, item) for pattern in registered_patterns() if pattern.enabled(disabled)
+            for item in _input_sets(pattern)]
+    present = graph_targets(gm.graph)
+    if any(not item.registered and item.targets is None for _, item in sets):
+        present = None  # a set without a summary: register every set, as the first process does
+    _register_ready(sets, present)
     matches = []
-    for pattern, _, pattern_pass in sorted(passes, key=lambda p: (-p[0].priority, -p[1])):
+    for pattern, item in sorted(sets, key=lambda s: (-s[0].priority, -s[1].size)):
+        if item.pattern_pass is None:
+            continue  # not registered (some op of it is not in the graph), or the same graph as another set's
         before, existing = _mojo_nodes(gm), set(gm.graph.nodes)
-        if pattern_pass.apply(gm.graph):
+        if item.pattern_pass.apply(gm.graph):
             for node in gm.graph.nodes:  # every node a replacement added names its pattern (mojo-compile verify)
                 if node not in existing:
                     node.meta.setdefault("mojo_pattern", pattern.name)
@@ -564,6 +644,10 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
                 node.meta["mojo_pattern"] = pattern.name
                 _inherit_module_stack(node)
                 matches.append((pattern, node))
+            if present is not None:  # a replacement's ops (mojo.rope, ...) are what a later pattern may be made of
+                present = graph_targets(gm.graph)
+                _register_ready(sets, present)
+    pattern_cache.save_summaries()
     _SOURCES.clear()
     _RETRACES.clear()  # (the graphs hold this graph's fake values)
     gm.graph.__dict__.pop("_mojo_touched", None)
@@ -571,6 +655,15 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
     gm.recompile()
     live = set(gm.graph.nodes)  # a later pattern may have consumed an earlier one's op (qk-norm + rope)
     return [(pattern, node) for pattern, node in matches if node in live]
+
+
+def _register_ready(sets: list, present: Optional[frozenset]) -> None:
+    """Register, in registration order, each set not registered yet whose ops all occur in `present` (every set
+    where `present` is None). Registration order decides which of two sets with the same graph applies it (the
+    first); such sets are made of the same ops, so they become ready together and keep that order."""
+    for pattern, item in sets:
+        if not item.registered and (present is None or item.targets <= present):
+            _register(pattern, item)
 
 
 def _inherit_module_stack(node: Node) -> None:
