@@ -25,7 +25,7 @@ import torch.fx.traceback as fx_traceback
 from torch.fx import GraphModule
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from . import debug, logs, lowering, patterns, pieces, report
+from . import debug, dtensor, logs, lowering, patterns, pieces, report
 from .canonicalize import canonicalize
 from .kernels.common import ttx_device_type_reason
 from .patterns.mask_analysis import analyse_masks, share_repeated_kv
@@ -42,12 +42,10 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     """The Dynamo backend. kwargs: `mode` and `options` from torch.compile (see options.py)."""
     options = Options.parse(**kwargs)
     target = resolve_target(options.target, example_inputs)
-    subclass = _tensor_subclass(example_inputs)
-    if subclass is not None:
-        return _compile_unfused(gm, example_inputs, options, target,
-                                f"not rewritten: an input is a {subclass} (a tensor subclass such as tensor / "
-                                f"sequence parallel's DTensor), which the pre-dispatch trace does not take; "
-                                f"the graph runs as Dynamo gave it")
+    why_not = _untraceable(gm, example_inputs)
+    if why_not is not None:
+        return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: {why_not}; the graph runs as "
+                                                                     f"Dynamo gave it")
 
     aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
@@ -59,6 +57,7 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     matches = patterns.rewrite(aten_gm, options.disable)                  # 3
     masks = analyse_masks(aten_gm)
     share_repeated_kv(aten_gm)
+    dtensor.restore_boundaries(gm, aten_gm)  # (a graph of DTensors: their calls, traced as opaque boundaries)
     logs.matched(matches, masks)
     sites = choose_targets(aten_gm, matches, target, masks)               # 4
     logs.targets_chosen(sites, target)
@@ -75,13 +74,20 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     return watch.wrap(compiled)
 
 
-def _tensor_subclass(example_inputs) -> Optional[str]:
-    """The type name of the first input that is a wrapper tensor subclass (DTensor, ...), or None."""
+def _untraceable(gm: GraphModule, example_inputs) -> Optional[str]:
+    """Why the pre-dispatch trace cannot take the graph (None: it can). It does not take tensor subclasses; a graph of
+    DTensors is traced in the global view (dtensor.py) unless it makes DTensor calls that view cannot show."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor) and is_traceable_wrapper_subclass(x):
-            return type(x).__name__
+    subclasses = {type(x).__name__ for x in example_inputs if isinstance(x, torch.Tensor)
+                  and is_traceable_wrapper_subclass(x) and not dtensor.is_dtensor(x)}
+    if subclasses:
+        return f"an input is a {', '.join(sorted(subclasses))} (a tensor subclass), which the pre-dispatch trace " \
+               f"does not take"
+    if any(dtensor.is_dtensor(x) for x in example_inputs):
+        why = dtensor.unsupported(gm)
+        if why is not None:
+            return f"a graph of DTensors with a call the global view cannot trace ({why})"
     return None
 
 
@@ -113,11 +119,14 @@ def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list) -> GraphModule:
     from torch._subclasses.fake_tensor import FakeTensor
 
     fake_mode = _fake_mode(example_inputs)
+    interpreter = torch.fx.Interpreter(gm)
+    if any(dtensor.is_dtensor(x) for x in example_inputs):  # DTensors: plain tensors of their global shapes
+        example_inputs, interpreter = dtensor.global_inputs(example_inputs, fake_mode), dtensor.GlobalView(gm)
     with fake_mode:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
                        else fake_mode.from_tensor(x) for x in example_inputs]
     with fake_mode, fx_traceback.preserve_node_meta():
-        aten_gm = make_fx(torch.fx.Interpreter(gm).run, pre_dispatch=True)(*fake_inputs)
+        aten_gm = make_fx(interpreter.run, pre_dispatch=True)(*fake_inputs)
     keep_dynamo_input_metadata(gm, aten_gm)
     return aten_gm
 
@@ -263,8 +272,8 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) 
         return compile_fx(gm, inputs, config_patches=options.inductor_config,
                           decompositions=lowering.inductor_decompositions())
 
-    assignment = None if _uses_cudagraphs(options) else \
-        pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)
+    assignment = None if _uses_cudagraphs(options) or any(dtensor.is_dtensor(x) for x in example_inputs) else \
+        pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)  # (pieces' fake runs take no DTensor)
     if assignment is not None:
         try:
             return pieces.compile_in_pieces(aten_gm, example_inputs, assignment, compile_piece,

@@ -3,6 +3,7 @@ sharded as tensor / sequence parallelism shards them (sharding.py; each op modul
 the same op on the whole tensors in one process; and a tiny HF Llama compiled with the mojo backend under FSDP2
 (`fully_shard`) and under tensor + sequence parallelism (`parallelize_module`), against the single-process eager
 model. Each test spawns its ranks (torch.multiprocessing); a rank's failure fails the test."""
+import functools
 import os
 import socket
 import traceback
@@ -222,7 +223,7 @@ def _tp_sp_plan():
     return layer, top
 
 
-def _tp_sp_body(rank, world):
+def _tp_sp_body(rank, world, options=OPTIONS):
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
 
@@ -232,15 +233,38 @@ def _tp_sp_body(rank, world):
     for layer in model.model.layers:
         parallelize_module(layer, mesh, layer_plan)
     parallelize_module(model, mesh, top_plan)
-    out = torch.compile(model, backend="mojo", options=OPTIONS)(input_ids=IDS, labels=IDS)
+    out = torch.compile(model, backend="mojo", options=options)(input_ids=IDS, labels=IDS)
     out.loss.backward()
-    report = _check_against_eager(model, out.loss.detach(), "TP + SP", fused=False)
-    dtensor_graphs = [g for g in report.graphs if any("DTensor" in note for note in g.notes)]
-    assert dtensor_graphs and all(not g.sites for g in dtensor_graphs), [(g.sites, g.notes) for g in report.graphs]
+    report = _check_against_eager(model, out.loss.detach(), "TP + SP")
+    # every site of the 2 layers: the norms on DTensors (sequence shards), RoPE, attention and the gated activation
+    # on each rank's heads and columns (plain shards after to_local), the loss on the gathered logits
+    assert report.counts() == {"mojo.rms_norm": 1, "mojo.add_rms_norm": 4, "mojo.rope": 2, "mojo.attention": 2,
+                               "mojo.gated_act": 2, "mojo.cross_entropy": 1}, report.counts()
+    assert not any(note.startswith("not rewritten") for g in report.graphs for note in g.notes), report.table()
 
 
 def test_llama_under_tensor_and_sequence_parallel():
-    """Heads and MLP columns split over 2 ranks, norms on sequence shards: graphs whose inputs are DTensors are not
-    rewritten yet (the pre-dispatch trace does not take tensor subclasses) and say so in the report; the compiled
-    model runs, and its loss and gathered gradients equal the eager model's."""
+    """Heads and MLP columns split over 2 ranks, norms on sequence shards (torchtitan's plan): the graph of DTensors
+    is traced in the global view, every site fuses, and the loss and gathered gradients equal the eager model's."""
     spawn(_tp_sp_body, 2)
+
+
+def test_llama_under_tensor_and_sequence_parallel_default_options():
+    """The same with what users run: default options, so Inductor compiles the rewritten graph of DTensors."""
+    spawn(functools.partial(_tp_sp_body, options=None), 2)
+
+
+def test_a_dtensor_call_the_global_view_cannot_show_is_named():
+    """A graph of DTensors with another DTensor call (a collective, a DTensor made otherwise, a DTensor-only
+    method) is not traced in the global view: `unsupported` names the call, and the backend leaves the graph."""
+    from torch.distributed.tensor import distribute_tensor
+    from mojo_compile import dtensor
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(distribute_tensor, (x,)))
+    assert "a torch.distributed call" in dtensor.unsupported(torch.fx.GraphModule(torch.nn.Module(), graph))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_method("device_mesh_of", (x,)))
+    assert "a method of DTensor only" in dtensor.unsupported(torch.fx.GraphModule(torch.nn.Module(), graph))

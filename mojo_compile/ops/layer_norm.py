@@ -132,10 +132,14 @@ def _add_setup(ctx, inputs, output):
     ctx.mark_non_differentiable(mean, rstd)
     ctx.eps, ctx.target = eps, target
     ctx.bias_dtype = bias.dtype if bias is not None else None
+    # An unused output's gradient comes as None: autograd's zeros for it would be a plain tensor where the output is
+    # a DTensor (sequence parallelism), which a DTensor op refuses beside DTensors. zeros_like keeps the layout.
+    ctx.set_materialize_grads(False)
 
 
 def _add_backward(ctx, grad_y, grad_sum, _grad_mean, _grad_rstd):
     total, weight, mean, rstd = ctx.saved_tensors
+    grad_y = torch.zeros_like(total) if grad_y is None else grad_y  # (grad_sum None: no gradient reaches the sum)
     want_w, want_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     d_sum, dw, db = layer_norm_backward(grad_y, total, weight, mean, rstd, ctx.eps, want_w, want_b, grad_sum,
                                         ctx.target)

@@ -127,10 +127,14 @@ def _add_rms_norm_setup(ctx, inputs, output):
     _x, _residual, weight, _eps, weight_offset, cast, target = inputs
     ctx.save_for_backward(output[1], weight, output[2])
     ctx.params = (weight_offset, cast, target)
+    # An unused output's gradient comes as None: autograd's zeros for it would be a plain tensor where the output is
+    # a DTensor (sequence parallelism), which a DTensor op refuses beside DTensors. zeros_like keeps the layout.
+    ctx.set_materialize_grads(False)
 
 
 def _add_rms_norm_bwd(ctx, grad_y, grad_sum, _grad_rstd):
     total, weight, rstd = ctx.saved_tensors
+    grad_y = torch.zeros_like(total) if grad_y is None else grad_y  # (grad_sum None: no gradient reaches the sum)
     weight_offset, cast, target = ctx.params
     weight_grad = weight is not None and ctx.needs_input_grad[2]
     grad_total, grad_w = rms_norm_backward(grad_y, total, weight, rstd, grad_sum, weight_offset, cast, weight_grad,
