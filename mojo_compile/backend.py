@@ -47,7 +47,14 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
         return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: {why_not}; the graph runs as "
                                                                      f"Dynamo gave it")
 
-    aten_gm = to_pre_dispatch_aten(gm, example_inputs)                   # 1
+    try:
+        aten_gm = to_pre_dispatch_aten(gm, example_inputs)               # 1
+    except Exception as e:  # noqa: BLE001 - a DTensor call the global view does not know: the graph as Dynamo gave it
+        if _is_dynamo_restart(e) or not any(dtensor.is_dtensor(x) for x in example_inputs):
+            raise
+        return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: the global-view trace of this "
+                                f"graph of DTensors failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                                f"the graph runs as Dynamo gave it")
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
     logs.traced(aten_gm, target)
     patterns.mark_grad_inputs(aten_gm, example_inputs)

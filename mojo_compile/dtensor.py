@@ -45,9 +45,18 @@ def _is_from_local(target) -> bool:
     return DTensor is not None and target in (DTensor.from_local, getattr(DTensor.from_local, "__func__", None))
 
 
+# Dynamo (torch 2.11, and 2.13 for some spellings) puts these calls in the graph as closures over their constant
+# arguments, named after the call: `prim from_local`, `prim_to_local`, `prim_redistribute`.
+DYNAMO_CLOSURES = frozenset({"prim from_local", "prim_to_local", "prim_redistribute", "prim_full_tensor"})
+
+
+def _is_dynamo_closure(target) -> bool:
+    return callable(target) and getattr(target, "__name__", None) in DYNAMO_CLOSURES
+
+
 def is_boundary(node: Node) -> bool:
     return (node.op == "call_method" and node.target in BOUNDARY_METHODS) or \
-        (node.op == "call_function" and _is_from_local(node.target))
+        (node.op == "call_function" and (_is_from_local(node.target) or _is_dynamo_closure(node.target)))
 
 
 def unsupported(gm: GraphModule) -> Optional[str]:
@@ -68,6 +77,8 @@ def unsupported(gm: GraphModule) -> Optional[str]:
         elif node.op == "call_function" and (getattr(node.target, "__module__", None) or "").startswith(
                 "torch.distributed"):
             return f"{node.format_node()}: a torch.distributed call"
+        elif node.op == "call_function" and str(getattr(node.target, "__name__", "")).startswith("prim"):
+            return f"{node.format_node()}: a call Dynamo made of a DTensor method"
     return None
 
 

@@ -268,3 +268,25 @@ def test_a_dtensor_call_the_global_view_cannot_show_is_named():
     x = graph.placeholder("x")
     graph.output(graph.call_method("device_mesh_of", (x,)))
     assert "a method of DTensor only" in dtensor.unsupported(torch.fx.GraphModule(torch.nn.Module(), graph))
+
+    def closure(x):
+        return x
+    closure.__name__ = "prim_placements"  # how Dynamo names a DTensor call it closes over its constants
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(closure, (graph.placeholder("x"),)))
+    assert "a call Dynamo made of a DTensor method" in dtensor.unsupported(
+        torch.fx.GraphModule(torch.nn.Module(), graph))
+
+
+def test_dynamos_closures_over_dtensor_calls_are_boundaries():
+    """torch 2.11's Dynamo puts from_local / to_local / redistribute in the graph as closures named after them."""
+    from mojo_compile import dtensor
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    for name in ("prim from_local", "prim_to_local", "prim_redistribute"):
+        def closure(x):
+            return x
+        closure.__name__ = name
+        assert dtensor.is_boundary(graph.call_function(closure, (x,))), name
+    assert not dtensor.is_boundary(graph.call_function(torch.relu, (x,)))
