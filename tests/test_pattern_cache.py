@@ -1,5 +1,6 @@
 """pattern_cache: the built-in patterns' registration traces kept on disk, and the search re-traces reused within one
 rewrite. What is cached must change nothing: the same graphs, the same matches, the same numbers."""
+import inspect
 import json
 import os
 
@@ -110,8 +111,7 @@ def test_summaries_describe_the_registered_patterns(cache_dir):
     for pattern in patterns.registered_patterns():
         assert kept[pattern.name] == [(item.targets, item.size) for item in pattern._sets], pattern.name
         for item in pattern._sets:
-            traced = patterns.trace_pre_dispatch(patterns.with_signature(pattern.search, [
-                *__import__("inspect").signature(pattern.search).parameters]), _trace_args(pattern, item.inputs))
+            traced = patterns.trace_pre_dispatch(pattern.search, _trace_args(pattern, item.inputs))
             ops = {patterns._target_name(n.target) for n in traced.graph.nodes if n.op == "call_function"}
             assert item.targets and item.targets <= ops, (pattern.name, item.targets - ops)
             duplicates += item.pattern_pass is None
@@ -125,7 +125,7 @@ def test_summaries_describe_the_registered_patterns(cache_dir):
 
 def _trace_args(pattern, inputs):
     """The arguments register_replacement traces the search function with: the inputs, scalars in their places."""
-    names, inputs, args = list(__import__("inspect").signature(pattern.search).parameters), list(inputs), []
+    names, inputs, args = list(inspect.signature(pattern.search).parameters), list(inputs), []
     for name in names:
         args.append(pattern.scalars[name] if name in pattern.scalars else inputs.pop(0))
     return args
