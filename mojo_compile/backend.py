@@ -50,11 +50,12 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     try:
         aten_gm = to_pre_dispatch_aten(gm, example_inputs)               # 1
     except Exception as e:  # noqa: BLE001 - a DTensor call the global view does not know: the graph as Dynamo gave it
-        if _is_dynamo_restart(e) or not any(dtensor.is_dtensor(x) for x in example_inputs):
+        if _is_dynamo_restart(e) or not (isinstance(e, TracedConstantError) or dtensor.in_graph(gm, example_inputs)):
             raise
-        return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: the global-view trace of this "
-                                f"graph of DTensors failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
-                                f"the graph runs as Dynamo gave it")
+        what = "graph of DTensors" if dtensor.in_graph(gm, example_inputs) else "graph"
+        return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: the trace of this {what} "
+                                f"failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); the graph runs as "
+                                f"Dynamo gave it")
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
     logs.traced(aten_gm, target)
     patterns.mark_grad_inputs(aten_gm, example_inputs)
@@ -91,7 +92,7 @@ def _untraceable(gm: GraphModule, example_inputs) -> Optional[str]:
     if subclasses:
         return f"an input is a {', '.join(sorted(subclasses))} (a tensor subclass), which the pre-dispatch trace " \
                f"does not take"
-    if any(dtensor.is_dtensor(x) for x in example_inputs):
+    if dtensor.in_graph(gm, example_inputs):
         why = dtensor.unsupported(gm)
         if why is not None:
             return f"a graph of DTensors with a call the global view cannot trace ({why})"
@@ -127,15 +128,36 @@ def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list) -> GraphModule:
 
     fake_mode = _fake_mode(example_inputs)
     interpreter = torch.fx.Interpreter(gm)
-    if any(dtensor.is_dtensor(x) for x in example_inputs):  # DTensors: plain tensors of their global shapes
+    if dtensor.in_graph(gm, example_inputs):  # DTensors: plain tensors of their global shapes
         example_inputs, interpreter = dtensor.global_inputs(example_inputs, fake_mode), dtensor.GlobalView(gm)
     with fake_mode:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
                        else fake_mode.from_tensor(x) for x in example_inputs]
     with fake_mode, fx_traceback.preserve_node_meta():
         aten_gm = make_fx(interpreter.run, pre_dispatch=True)(*fake_inputs)
+    _refuse_traced_constants(aten_gm)
     keep_dynamo_input_metadata(gm, aten_gm)
     return aten_gm
+
+
+class TracedConstantError(RuntimeError):
+    pass
+
+
+def _refuse_traced_constants(aten_gm: GraphModule) -> None:
+    """A constant the trace made of a fake tensor or a tensor subclass (a DTensor built in the graph by a call the
+    trace did not see as one) would be baked into every call: refuse the graph instead."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+
+    for name, value in aten_gm.named_buffers():
+        if isinstance(value, FakeTensor) or is_traceable_wrapper_subclass(value):
+            raise TracedConstantError(f"the trace made a constant of a traced value ({name}: {type(value).__name__})")
+    for node in aten_gm.graph.find_nodes(op="get_attr"):
+        value = getattr(aten_gm, node.target, None)
+        if isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value)):
+            raise TracedConstantError(f"the trace made a constant of a traced value ({node.target}: "
+                                      f"{type(value).__name__})")
 
 
 def keep_dynamo_input_metadata(dynamo_gm: GraphModule, aten_gm: GraphModule) -> None:
@@ -279,7 +301,7 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) 
         return compile_fx(gm, inputs, config_patches=options.inductor_config,
                           decompositions=lowering.inductor_decompositions())
 
-    assignment = None if _uses_cudagraphs(options) or any(dtensor.is_dtensor(x) for x in example_inputs) else \
+    assignment = None if _uses_cudagraphs(options) or dtensor.in_graph(aten_gm, example_inputs) else \
         pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)  # (pieces' fake runs take no DTensor)
     if assignment is not None:
         try:

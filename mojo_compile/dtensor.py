@@ -40,6 +40,16 @@ def is_dtensor(x) -> bool:
     return DTensor is not None and isinstance(x, DTensor)
 
 
+def in_graph(gm: GraphModule, example_inputs: Sequence) -> bool:
+    """Whether the graph computes on DTensors: a DTensor input, or one made inside (a boundary call, or any node
+    whose value Dynamo recorded as a DTensor: `parallelize_module`'s input hooks compile to graphs of plain inputs
+    that return `DTensor.from_local(...)`)."""
+    if _dtensor_type() is None:
+        return False
+    return any(is_dtensor(x) for x in example_inputs) or any(
+        is_boundary(node) or is_dtensor(node.meta.get("example_value")) for node in gm.graph.nodes)
+
+
 def _is_from_local(target) -> bool:
     DTensor = _dtensor_type()
     return DTensor is not None and target in (DTensor.from_local, getattr(DTensor.from_local, "__func__", None))
@@ -127,7 +137,10 @@ def restore_boundaries(dynamo_gm: GraphModule, aten_gm: GraphModule) -> None:
     dynamo_nodes = list(dynamo_gm.graph.nodes)
     to_aten = dict(zip(dynamo_gm.graph.find_nodes(op="placeholder"), aten_gm.graph.find_nodes(op="placeholder")))
     graph: Graph = aten_gm.graph
-    for node in list(graph.find_nodes(op="call_function", target=torch.ops.mojo_dtensor.boundary.default)):
+    boundaries = list(graph.find_nodes(op="call_function", target=torch.ops.mojo_dtensor.boundary.default))
+    if not boundaries:
+        return
+    for node in boundaries:
         original = dynamo_nodes[node.args[1]]
 
         args = (node.args[0], *torch.fx.node.map_arg(original.args[1:], lambda a: to_aten[a]))

@@ -1,8 +1,8 @@
 """The Mojo ops under torch.distributed on the CPU (gloo), torch target: every op and its backward on DTensors
 sharded as tensor / sequence parallelism shards them (sharding.py; each op module declares its layouts), against
 the same op on the whole tensors in one process; and a tiny HF Llama compiled with the mojo backend under FSDP2
-(`fully_shard`) and under tensor + sequence parallelism (`parallelize_module`), against the single-process eager
-model. Each test spawns its ranks (torch.multiprocessing); a rank's failure fails the test."""
+(`fully_shard`), under tensor + sequence parallelism (`parallelize_module`) and under both on a 2 x 2 mesh, against
+the single-process eager model. Each test spawns its ranks (torch.multiprocessing); a rank's failure fails the test."""
 import functools
 import os
 import socket
@@ -252,6 +252,101 @@ def test_llama_under_tensor_and_sequence_parallel():
 def test_llama_under_tensor_and_sequence_parallel_default_options():
     """The same with what users run: default options, so Inductor compiles the rewritten graph of DTensors."""
     spawn(functools.partial(_tp_sp_body, options=None), 2)
+
+
+def _tp_sp_plan_2d():
+    """The TP + SP plan for the 2-D mesh, with the embedding split column-wise (its hidden dim) instead of row-wise
+    (the vocabulary). Row-wise, torch 2.13's DTensor embedding masks out-of-shard ids (`_MaskPartial`), which under
+    torch.compile with FSDP2 fails in Dynamo's fake tensors even with backend="eager"."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel
+
+    layer, top = _tp_sp_plan()
+    top["model.embed_tokens"] = ColwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
+                                                use_local_output=False)
+    return layer, top
+
+
+def _two_d_body(rank, world, options=OPTIONS):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+
+    mesh = init_device_mesh("cpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+    model = _llama()
+    layer_plan, top_plan = _tp_sp_plan_2d()
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh["tp"], layer_plan)
+    parallelize_module(model, mesh["tp"], top_plan)
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    out = torch.compile(model, backend="mojo", options=options)(input_ids=IDS, labels=IDS)
+    out.loss.backward()
+    report = _check_against_eager(model, out.loss.detach(), "FSDP2 + TP + SP")
+    # FSDP2's hooks break the graph per layer; each layer's graph fuses all its sites, and the top's the final norm
+    # and the loss. The input hooks' graphs (a plain tensor made a DTensor) fuse nothing and are not refused.
+    counts = report.counts()
+    assert counts == {"mojo.rms_norm": 3, "mojo.add_rms_norm": 2, "mojo.rope": 2, "mojo.attention": 2,
+                      "mojo.gated_act": 2, "mojo.cross_entropy": 1}, counts
+    assert not any(note.startswith("not rewritten") for g in report.graphs for note in g.notes), report.table()
+
+
+def test_llama_under_fsdp2_with_tensor_and_sequence_parallel():
+    """2-D: a 2 x 2 mesh of 4 ranks, FSDP2 over one dim and TP + SP over the other, as torchtitan composes them.
+    Loss and gathered gradients equal the single-process eager model's, and every layer's sites fuse."""
+    spawn(_two_d_body, 4)
+
+
+def test_llama_under_fsdp2_with_tensor_and_sequence_parallel_default_options():
+    """The same with what users run: default options, so Inductor compiles each rewritten graph."""
+    spawn(functools.partial(_two_d_body, options=None), 4)
+
+
+def _made_in_graph_body(rank, world):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    mesh = init_device_mesh("cpu", (world,))
+
+    def make(x, y):  # what parallelize_module's input hooks compile to: plain tensors in, DTensors out
+        return DTensor.from_local(x * 2, mesh, [Shard(0)], run_check=False), \
+            DTensor.from_local(y, mesh, [Replicate()], run_check=False)
+
+    compiled = torch.compile(make, backend="mojo", options=OPTIONS)
+    for seed in range(3):  # fresh values every call: an output baked in at compile time would repeat the first
+        gen = torch.Generator().manual_seed(seed * world + rank)
+        x, y = torch.randn(4, 8, generator=gen), torch.randn(3, generator=gen)
+        got, ref = compiled(x, y), make(x, y)
+        for g, r in zip(got, ref):
+            assert isinstance(g, DTensor) and g.placements == r.placements, (type(g), g)
+            assert torch.equal(g.to_local(), r.to_local()) and torch.equal(g.full_tensor(), r.full_tensor())
+
+
+def test_a_graph_that_makes_dtensors_from_plain_inputs():
+    """A graph with no DTensor input that returns `DTensor.from_local(...)`: traced in the global view too. The
+    plain trace made the DTensor a constant of fake tensors, which every later call returned."""
+    spawn(_made_in_graph_body, 2)
+
+
+def test_a_trace_that_bakes_in_a_traced_value_is_refused():
+    """A constant made of a fake tensor would be every call's answer: the trace is refused (the backend then compiles
+    the graph as Dynamo gave it). A real constant (a `torch.tensor(...)` in the model) is kept."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from mojo_compile import backend
+
+    def graph_with(constant):
+        gm = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+        gm._tensor_constant0 = constant
+        gm.graph.output(gm.graph.get_attr("_tensor_constant0"))
+        gm.recompile()
+        return gm
+
+    with FakeTensorMode():
+        fake = torch.randn(3)
+    with pytest.raises(backend.TracedConstantError, match="FakeTensor"):
+        backend._refuse_traced_constants(graph_with(fake))
+    backend._refuse_traced_constants(graph_with(torch.randn(3)))
 
 
 def test_a_dtensor_call_the_global_view_cannot_show_is_named():
