@@ -59,8 +59,8 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_kernel_table,  # noqa: E402
-                    print_table, rel_err, versions)
+from common import (LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, cleanup, median,  # noqa: E402
+                    print_kernel_table, print_table, rel_err, sync, versions)
 
 import mojo_compile  # noqa: E402
 
@@ -178,18 +178,6 @@ def mojo_line():
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def cleanup(device):
-    torch._dynamo.reset()
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
 def time_us(fn, device, rep_ms, reps=5):
     """Median time of fn in us: CUDA-graph replays on the GPU (common.bench), perf_counter on the CPU."""
     if device == "cuda":

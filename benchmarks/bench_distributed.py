@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import json
 import math
 import os
@@ -73,7 +72,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_train import MODELS, build, make_config  # noqa: E402
-from common import median, print_table  # noqa: E402
+from common import cleanup, median, print_table, sync  # noqa: E402
 from common import versions as common_versions  # noqa: E402
 
 LAYOUTS = ("fsdp", "tp", "2d")
@@ -150,18 +149,6 @@ def dp_size(layout, world):
 
 
 # ----------------------------------------------------------------------------------------------- one case
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def cleanup(device):
-    torch._dynamo.reset()
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
-
-
 def scalar(t):
     from torch.distributed.tensor import DTensor
 

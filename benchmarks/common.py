@@ -1,6 +1,7 @@
 """Shared helpers of the GPU benchmarks: timing, the copy-bandwidth ceiling, optional peers, table printing."""
 from __future__ import annotations
 
+import gc
 import statistics
 from importlib import metadata
 from typing import Callable, Optional
@@ -20,6 +21,19 @@ QWEN3_8B_DIMS = dict(
     rope_parameters=dict(rope_type="default", rope_theta=1000000.0))
 TINY_DIMS = dict(vocab_size=517, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
                  head_dim=16)
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def cleanup(device: str) -> None:
+    """Between compiled variants: Dynamo's caches dropped, memory returned."""
+    torch._dynamo.reset()
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def versions(labels: Optional[dict] = None) -> dict:
