@@ -6,6 +6,7 @@ the single-process eager model. Each test spawns its ranks (torch.multiprocessin
 import functools
 import os
 import socket
+import sys
 import traceback
 
 import pytest
@@ -14,6 +15,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import mojo_compile  # noqa: F401  (in each spawned rank: the ops, their sharding, and backend="mojo" uninstalled)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import bench_distributed  # noqa: E402  (its tensor-parallel plans: the ones the benchmark times)
 
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
 
@@ -195,32 +199,10 @@ def test_llama_under_fsdp2():
 
 
 def _tp_sp_plan():
-    """torchtitan's Llama plan, for HF's module names: attention and MLP projections split column / row-wise (heads
-    and the MLP's hidden dim sharded), norms and residual stream sharded on the sequence (SequenceParallel)."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel)
-
-    layer = {
-        "input_layernorm": SequenceParallel(),
-        "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": Shard(1)},
-                                        desired_input_kwarg_layouts={"hidden_states": Replicate()}),
-        "self_attn.q_proj": ColwiseParallel(), "self_attn.k_proj": ColwiseParallel(),
-        "self_attn.v_proj": ColwiseParallel(),
-        "self_attn.o_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),  # added to a DTensor
-        "post_attention_layernorm": SequenceParallel(),
-        "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
-        "mlp.down_proj": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),  # added to a DTensor
-    }
-    top = {
-        # a DTensor out of the embedding: the model reads the sequence length from it (positions, mask)
-        "model.embed_tokens": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
-                                              use_local_output=False),
-        "model.norm": SequenceParallel(),
-        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate(), use_local_output=True),
-    }
-    return layer, top
+    """torchtitan's Llama plan, for HF's module names (benchmarks/bench_distributed.py's, which times it):
+    attention and MLP projections split column / row-wise (heads and the MLP's hidden dim sharded), norms and residual
+    stream sharded on the sequence (SequenceParallel), the embedding split row-wise."""
+    return bench_distributed.tp_sp_plan("llama")
 
 
 def _tp_sp_body(rank, world, options=OPTIONS):
@@ -258,13 +240,7 @@ def _tp_sp_plan_2d():
     """The TP + SP plan for the 2-D mesh, with the embedding split column-wise (its hidden dim) instead of row-wise
     (the vocabulary). Row-wise, torch 2.13's DTensor embedding masks out-of-shard ids (`_MaskPartial`), which under
     torch.compile with FSDP2 fails in Dynamo's fake tensors even with backend="eager"."""
-    from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel
-
-    layer, top = _tp_sp_plan()
-    top["model.embed_tokens"] = ColwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1),
-                                                use_local_output=False)
-    return layer, top
+    return bench_distributed.tp_sp_plan("llama", embedding="colwise")
 
 
 def _two_d_body(rank, world, options=OPTIONS):
