@@ -4,8 +4,11 @@ fail counts with the failures.
 
     python scripts/gpu_verify.py [-n 16] [--out GPU_VERIFIED.md] [-- extra pytest args]
 
-When one run does not fit a machine's time limit, run the suite in N shards (test files dealt out by size), each
-writing a part, and merge the parts into the record; the merge refuses parts of different trees or a missing shard:
+When one run does not fit a machine's time limit, run the suite in N shards, each writing a part, and merge the
+parts into the record; the merge refuses parts of different trees or a missing shard. Test files are dealt out by
+their seconds in the last merged run (scripts/test_seconds.json, which --merge rewrites from the parts' junit
+times); a file without a time there counts its size at that run's seconds per byte (size alone where no run is on
+file):
 
     python scripts/gpu_verify.py --shard 1/2 --out part1.json [-- ...]     (on the GPU, one call per shard)
     python scripts/gpu_verify.py --merge part1.json part2.json --out GPU_VERIFIED.md
@@ -33,6 +36,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SECONDS_FILE = os.path.join(ROOT, "scripts", "test_seconds.json")  # {test file: summed test seconds on the GPU}
 IGNORED_DIRS = {"__pycache__"}
 IGNORED_SUFFIXES = (".pyc", ".pyo")
 
@@ -100,14 +104,45 @@ def test_files() -> list[str]:
     return sorted(found)
 
 
-def shard_files(index: int, count: int) -> list[str]:
-    """Shard `index` (1-based) of `count`: the files dealt out largest first, each to the lightest shard so far
-    (size in bytes stands in for run time)."""
-    loads, shards = [0] * count, [[] for _ in range(count)]
-    for path in sorted(test_files(), key=lambda p: (-os.path.getsize(os.path.join(ROOT, p)), p)):
+def file_seconds(junit: str) -> dict[str, float]:
+    """Each test file's summed test time in a junit report (a testcase's classname is its module, with its test
+    class where it has one)."""
+    modules = {path[:-3].replace(os.sep, "."): path for path in test_files()}
+    seconds: dict[str, float] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        path = next((modules[".".join(parts[:i])] for i in range(len(parts), 0, -1)
+                     if ".".join(parts[:i]) in modules), None)
+        if path is not None:
+            seconds[path] = seconds.get(path, 0.0) + float(case.get("time") or 0)
+    return seconds
+
+
+def load_seconds(path: str = SECONDS_FILE) -> dict[str, float]:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def file_weights(files: list[str], seconds: dict[str, float]) -> dict[str, float]:
+    """The expected run time of each file: its seconds on file, else its size at the known files' seconds per
+    byte (size alone where none is known)."""
+    size = {p: os.path.getsize(os.path.join(ROOT, p)) for p in files}
+    known = [p for p in files if p in seconds]
+    per_byte = sum(seconds[p] for p in known) / max(1, sum(size[p] for p in known)) if known else 1.0
+    return {p: seconds[p] if p in seconds else size[p] * per_byte for p in files}
+
+
+def shard_files(index: int, count: int, seconds: dict[str, float] | None = None) -> list[str]:
+    """Shard `index` (1-based) of `count`: the files dealt out heaviest first (file_weights), each to the lightest
+    shard so far."""
+    weights = file_weights(test_files(), load_seconds() if seconds is None else seconds)
+    loads, shards = [0.0] * count, [[] for _ in range(count)]
+    for path in sorted(weights, key=lambda p: (-weights[p], p)):
         lightest = loads.index(min(loads))
         shards[lightest].append(path)
-        loads[lightest] += os.path.getsize(os.path.join(ROOT, path))
+        loads[lightest] += weights[path]
     return sorted(shards[index - 1])
 
 
@@ -140,9 +175,9 @@ def main(argv=None) -> int:
     versions()  # read once, now: a TERM landing in torch's import would leave a half-initialised module
     process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
-    def finish(code, counts, failures, cut=False):
+    def finish(code, counts, failures, cut=False, seconds=None):
         if shard:
-            write_part(args.out, tree, started, cmd, code, counts, failures, shard, selection, cut)
+            write_part(args.out, tree, started, cmd, code, counts, failures, shard, selection, cut, seconds or {})
         else:
             write_record(args.out, tree, started, cmd, code, counts, failures, cut=cut)
 
@@ -157,21 +192,24 @@ def main(argv=None) -> int:
         sys.stdout.write(line)
         progress.append(line)
     code = process.wait()
+    seconds = {}
     if os.path.exists(args.junit):
         counts, failures = summarise(args.junit)
+        seconds = file_seconds(args.junit)
     else:
         counts, failures = progress_counts(progress)
-    finish(code, counts, failures)
+    finish(code, counts, failures, seconds=seconds)
     print(f"tree {tree}: {counts} -> {args.out}")
     return code
 
 
 def write_part(out: str, tree: str, started, cmd: list, code, counts: dict, failures: list[str], shard: tuple,
-               files: list[str], cut: bool) -> None:
+               files: list[str], cut: bool, seconds_per_file: dict[str, float]) -> None:
     seconds = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
     part = {"tree": tree, "started": started.isoformat(), "seconds": round(seconds), "versions": versions(),
             "command": " ".join(["python", "-m", "pytest"] + cmd[3:]), "exit": code, "cut": cut,
-            "shard": list(shard), "files": files, "counts": counts, "failures": failures}
+            "shard": list(shard), "files": files, "counts": counts, "failures": failures,
+            "file_seconds": {p: round(t, 1) for p, t in sorted(seconds_per_file.items())}}
     with open(out, "w") as f:
         json.dump(part, f, indent=1)
 
@@ -207,6 +245,11 @@ def merge(paths: list[str], out: str, incomplete: bool = False) -> int:
     commands = "; ".join(f"shard {p['shard'][0]}/{count}: `{p['command']}` ({p['seconds']} s, exit {p['exit']})"
                          for p in sorted(parts, key=lambda p: p["shard"][0]))
     _write(out, started, v, parts[0]["tree"], commands, counts, failures, problems)
+    timed = {p: t for part in parts if not part["cut"] for p, t in part.get("file_seconds", {}).items()}
+    if timed:  # the next shards are dealt out by these times (files of a cut part keep their earlier times)
+        with open(SECONDS_FILE, "w") as f:
+            json.dump(dict(sorted({**load_seconds(), **timed}.items())), f, indent=1)
+            f.write("\n")
     print(f"tree {parts[0]['tree']}: {counts} -> {out}" + (" (INCOMPLETE)" if problems else ""))
     return 3 if problems else 0
 
