@@ -6,7 +6,8 @@ The H200 runs (issue 14):
     python benchmarks/bench_train.py --model llama3-dims   --impls eager,inductor,liger,mojo,mojo-model
     python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo,mojo-model
 
-each also with `--grads fresh`; Liger comes from a wheel carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
+each also with `--grads fresh`, and `--profile mojo,liger` for where each step's time goes; Liger comes from a wheel
+carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
 from docs/performance-anchors.md; `--tflops measure` times that GEMM instead). The CPU smoke test:
 
     python benchmarks/bench_train.py --tiny --impls eager,mojo [--check-fp64]
@@ -261,6 +262,68 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
     res["weights_grads_gib"] = wg_bytes / 2 ** 30
     res["times_ms"] = times
     res["ms"] = median(times)
+    if name in args.profile and device == "cuda":
+        res["profile_ms"] = profile_step(step, res["ms"])
+        print_profile(name, res["profile_ms"], res["ms"])
+
+
+# Kernel kinds by name, first match wins (profile_step). The AccumulateGrad and embedding-backward rows are the GPU
+# time under those autograd / aten calls, whatever their kernels are named.
+KERNEL_KINDS = (
+    ("attention (cuDNN / flash)", ("cudnn", "flash", "fmha")),
+    ("GEMMs (cuBLAS / CUTLASS)", ("nvjet", "gemm", "cutlass", "xmma", "sm90_", "cublas")),
+    ("collectives (NCCL)", ("nccl",)),
+    ("copies and fills", ("memcpy", "memset")),
+    ("PyTorch's own kernels (ATen)", ("at::", "void ")),
+)
+CALL_ROWS = (("param.grad += new (AccumulateGrad)", "torch::autograd::AccumulateGrad"),
+             ("embedding backward", "aten::embedding_dense_backward"))
+
+
+def kernel_kind(name: str) -> str:
+    """A kind of KERNEL_KINDS; a bare identifier (a Triton kernel is named after its function: Inductor's
+    triton_*, mojo's kernels) is Triton's; the rest "other kernels"."""
+    low = name.lower()
+    kind = next((kind for kind, keys in KERNEL_KINDS if any(k in low for k in keys)), None)
+    if kind is None and name.isidentifier():
+        kind = "Triton kernels (Inductor's triton_*, mojo's)"
+    return kind or "other kernels"
+
+
+def profile_step(step, step_ms: float, steps: int = 3) -> dict:
+    """torch.profiler over `steps` steps: ms per step of GPU kernels by kind (kernel_kind), of the calls in
+    CALL_ROWS (their kernels are also counted in their kinds), the five heaviest other kernels by name, and the
+    step's time outside kernels (step_ms less the kernels' sum: launch gaps and host work the GPU waits on)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kinds, others = {}, {}
+    for e in prof.key_averages():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        ms = e.device_time_total / 1e3 / steps
+        kind = kernel_kind(e.key)
+        kinds[kind] = kinds.get(kind, 0.0) + ms
+        if kind == "other kernels":
+            others[e.key] = ms
+    out = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
+    total = sum(kinds.values())
+    for row, call in CALL_ROWS:
+        out[row] = sum(e.device_time_total for e in prof.key_averages() if e.key == call) / 1e3 / steps
+    for key, ms in sorted(others.items(), key=lambda kv: -kv[1])[:5]:
+        out[f"  other: {key[:80]}"] = ms
+    out["all kernels"] = total
+    out["outside kernels (step less kernels)"] = step_ms - total
+    return out
+
+
+def print_profile(name: str, rows: dict, step_ms: float) -> None:
+    print(f"\n{name}: where a {step_ms:.2f} ms step goes (torch.profiler, GPU ms per step)")
+    for row, ms in rows.items():
+        print(f"  {row:<70} {ms:8.2f}")
 
 
 def cleanup(device):
@@ -356,6 +419,9 @@ def parse():
                    help="accumulate: gradients add into .grad every step (never zeroed); fresh: "
                         "zero_grad(set_to_none=True) before each step, as optimizer.zero_grad() does")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", default="", metavar="IMPLS",
+                   help="comma-separated impls whose step to profile after the timed steps (CUDA): GPU time by kind "
+                        "of kernel, and the step's time outside kernels")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     args = p.parse_args()
     args.layers = args.layers or (2 if args.tiny else 4)
@@ -365,6 +431,7 @@ def parse():
     if unknown:
         p.error(f"unknown impls {unknown}; choose from {','.join(ORDER)}")
     args.impls = impls
+    args.profile = [s.strip() for s in args.profile.split(",") if s.strip()]
     if args.device == "cpu" and not args.tiny:
         p.error("the full-size models need CUDA; on the CPU use --tiny")
     args.tflops = measure_tflops(args.device) if args.tflops == "measure" else float(args.tflops)
