@@ -7,8 +7,9 @@ The H200 runs (issue 14):
     python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo,mojo-model
 
 each also with `--grads fresh`, and `--profile mojo,liger` for where each step's time goes; Liger comes from a wheel
-carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3
-from docs/performance-anchors.md; `--tflops measure` times that GEMM instead). The CPU smoke test:
+carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3,
+--tflops 705, the H200's bf16 GEMM 8192^3 from docs/performance-anchors.md; `--tflops measure` times that GEMM
+instead). The CPU smoke test:
 
     python benchmarks/bench_train.py --tiny --impls eager,mojo [--check-fp64]
 
@@ -53,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gc
 import json
 import math
 import os
@@ -65,7 +65,8 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, median, print_table  # noqa: E402
+from common import (LLAMA3_8B_DIMS, QWEN3_8B_DIMS, TINY_DIMS, bench, cleanup, median, print_table,  # noqa: E402
+                    sync)
 from common import versions as common_versions  # noqa: E402
 
 import mojo_compile  # noqa: E402
@@ -162,11 +163,6 @@ def wrap(name, model, family):
         patch(rope=True, rms_norm=True, swiglu=True, cross_entropy=False, fused_linear_cross_entropy=True,
               model=model)
     return loss_of
-
-
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
 
 
 def grads_of(model):
@@ -300,8 +296,9 @@ def profile_step(step, step_ms: float, steps: int = 3) -> dict:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
+    averages = prof.key_averages()
     kinds, others = {}, {}
-    for e in prof.key_averages():
+    for e in averages:
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
         ms = e.device_time_total / 1e3 / steps
@@ -312,7 +309,7 @@ def profile_step(step, step_ms: float, steps: int = 3) -> dict:
     out = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
     total = sum(kinds.values())
     for row, call in CALL_ROWS:
-        out[row] = sum(e.device_time_total for e in prof.key_averages() if e.key == call) / 1e3 / steps
+        out[row] = sum(e.device_time_total for e in averages if e.key == call) / 1e3 / steps
     for key, ms in sorted(others.items(), key=lambda kv: -kv[1])[:5]:
         out[f"  other: {key[:80]}"] = ms
     out["all kernels"] = total
@@ -324,13 +321,6 @@ def print_profile(name: str, rows: dict, step_ms: float) -> None:
     print(f"\n{name}: where a {step_ms:.2f} ms step goes (torch.profiler, GPU ms per step)")
     for row, ms in rows.items():
         print(f"  {row:<70} {ms:8.2f}")
-
-
-def cleanup(device):
-    torch._dynamo.reset()
-    gc.collect()
-    if device == "cuda":
-        torch.cuda.empty_cache()
 
 
 def reference(kind, config, family, args, weights, ids):
