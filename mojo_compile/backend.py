@@ -42,23 +42,26 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     """The Dynamo backend. kwargs: `mode` and `options` from torch.compile (see options.py)."""
     options = Options.parse(**kwargs)
     target = resolve_target(options.target, example_inputs)
-    why_not = _untraceable(gm, example_inputs)
+    of_dtensors = dtensor.in_graph(gm, example_inputs)  # decided once: the trace, its checks and the compile ask
+    why_not = _untraceable(gm, example_inputs, of_dtensors)
     if why_not is not None:
         return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: {why_not}; the graph runs as "
                                                                      f"Dynamo gave it")
 
     try:
-        aten_gm = to_pre_dispatch_aten(gm, example_inputs)               # 1
+        aten_gm = to_pre_dispatch_aten(gm, example_inputs, of_dtensors=of_dtensors)   # 1
     except Exception as e:  # noqa: BLE001 - a DTensor call the global view does not know: the graph as Dynamo gave it
-        if _is_dynamo_restart(e) or not (isinstance(e, TracedConstantError) or dtensor.in_graph(gm, example_inputs)):
+        if _is_dynamo_restart(e) or not (isinstance(e, TracedConstantError) or of_dtensors):
             raise
-        what = "graph of DTensors" if dtensor.in_graph(gm, example_inputs) else "graph"
+        what = "graph of DTensors" if of_dtensors else "graph"
         return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: the trace of this {what} "
                                 f"failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); the graph runs as "
                                 f"Dynamo gave it")
     watch = debug.Watch.start(gm, aten_gm, kwargs)  # inert unless a mojo-compile verify / bisect / diff watches
     logs.traced(aten_gm, target)
     patterns.mark_grad_inputs(aten_gm, example_inputs)
+    if of_dtensors:
+        dtensor.mark_values(gm, aten_gm, example_inputs)  # which values are DTensors at run time (patterns ask)
     patterns.load_fusions()  # first: a fusion may add canonicalisation rules for its patterns
     logs.canonicalized(canonicalize(aten_gm))                             # 2
     watch.canonical(aten_gm)
@@ -77,12 +80,12 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     logs.rewritten(aten_gm, graph_report)
     if options.dump_dir:
         dump(options.dump_dir, gm, graph_report)
-    compiled = inner_compile(aten_gm, example_inputs, options)           # 6
+    compiled = inner_compile(aten_gm, example_inputs, options, of_dtensors)   # 6
     graph_report.pieces = getattr(compiled, "mojo_pieces", 1)
     return watch.wrap(compiled)
 
 
-def _untraceable(gm: GraphModule, example_inputs) -> Optional[str]:
+def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional[str]:
     """Why the pre-dispatch trace cannot take the graph (None: it can). It does not take tensor subclasses; a graph of
     DTensors is traced in the global view (dtensor.py) unless it makes DTensor calls that view cannot show."""
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
@@ -92,7 +95,7 @@ def _untraceable(gm: GraphModule, example_inputs) -> Optional[str]:
     if subclasses:
         return f"an input is a {', '.join(sorted(subclasses))} (a tensor subclass), which the pre-dispatch trace " \
                f"does not take"
-    if dtensor.in_graph(gm, example_inputs):
+    if of_dtensors:
         why = dtensor.unsupported(gm)
         if why is not None:
             return f"a graph of DTensors with a call the global view cannot trace ({why})"
@@ -121,14 +124,15 @@ def _fake_mode(example_inputs):
     return detect_fake_mode(example_inputs) or FakeTensorMode()
 
 
-def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list) -> GraphModule:
+def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list, of_dtensors: Optional[bool] = None) -> GraphModule:
     """Retrace Dynamo's graph to pre-dispatch ATen under Dynamo's own fake mode, so symbolic sizes survive, and
-    through an Interpreter with preserve_node_meta, so each node keeps its nn_module_stack (for the report)."""
+    through an Interpreter with preserve_node_meta, so each node keeps its nn_module_stack (for the report).
+    of_dtensors: whether the graph computes on DTensors (dtensor.in_graph; asked here where not given)."""
     from torch._subclasses.fake_tensor import FakeTensor
 
     fake_mode = _fake_mode(example_inputs)
     interpreter = torch.fx.Interpreter(gm)
-    if dtensor.in_graph(gm, example_inputs):  # DTensors: plain tensors of their global shapes
+    if dtensor.in_graph(gm, example_inputs) if of_dtensors is None else of_dtensors:  # global shapes, plain
         example_inputs, interpreter = dtensor.global_inputs(example_inputs, fake_mode), dtensor.GlobalView(gm)
     with fake_mode:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
@@ -150,10 +154,7 @@ def _refuse_traced_constants(aten_gm: GraphModule) -> None:
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-    for name, value in aten_gm.named_buffers():
-        if isinstance(value, FakeTensor) or is_traceable_wrapper_subclass(value):
-            raise TracedConstantError(f"the trace made a constant of a traced value ({name}: {type(value).__name__})")
-    for node in aten_gm.graph.find_nodes(op="get_attr"):
+    for node in aten_gm.graph.find_nodes(op="get_attr"):  # (every constant the graph reads: buffers included)
         value = getattr(aten_gm, node.target, None)
         if isinstance(value, FakeTensor) or (isinstance(value, torch.Tensor) and is_traceable_wrapper_subclass(value)):
             raise TracedConstantError(f"the trace made a constant of a traced value ({node.target}: "
@@ -288,7 +289,7 @@ def dump(directory: str, gm: GraphModule, graph_report: report.GraphReport) -> N
 
 
 # ------------------------------------------------------------------------------------------------------ 6. compile
-def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) -> Callable:
+def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options, of_dtensors: bool = False) -> Callable:
     """The inner compiler on the rewritten graph: whole, or for a training graph with large gradients, in pieces
     (pieces.py: each piece's parameter gradients reach `.grad` before the next piece's backward runs)."""
     if options.inner_compiler == "eager":
@@ -301,7 +302,7 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options) 
         return compile_fx(gm, inputs, config_patches=options.inductor_config,
                           decompositions=lowering.inductor_decompositions())
 
-    assignment = None if _uses_cudagraphs(options) or dtensor.in_graph(aten_gm, example_inputs) else \
+    assignment = None if _uses_cudagraphs(options) or of_dtensors else \
         pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)  # (pieces' fake runs take no DTensor)
     if assignment is not None:
         try:

@@ -132,6 +132,35 @@ class GlobalView(torch.fx.Interpreter):
                             value.dtype)
 
 
+DTENSOR_VALUE = "mojo_dtensor_value"  # node.meta flag: the node's value is a DTensor at run time
+
+
+def mark_values(dynamo_gm: GraphModule, aten_gm: GraphModule, example_inputs: Sequence) -> None:
+    """Flag each node of the global-view trace whose value is a DTensor at run time, as DTensor dispatch decides it:
+    a DTensor input, a boundary whose output Dynamo recorded as one (from_local, redistribute; not to_local), and any
+    op with a DTensor among its inputs. A Mojo op takes DTensors only through the sharding its module declares, and
+    none takes a DTensor beside a plain tensor: patterns ask `is_dtensor_value` (the loss on vocabulary shards under
+    `loss_parallel()`, whose labels are plain, is DTensor's own)."""
+    dynamo_nodes = list(dynamo_gm.graph.nodes)
+    for node, value in zip(aten_gm.graph.find_nodes(op="placeholder"), example_inputs):
+        if is_dtensor(value):
+            node.meta[DTENSOR_VALUE] = True
+    for node in aten_gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is torch.ops.mojo_dtensor.boundary.default:
+            made = is_dtensor(dynamo_nodes[node.args[1]].meta.get("example_value"))
+        else:
+            made = any(arg.meta.get(DTENSOR_VALUE) for arg in node.all_input_nodes)
+        if made:
+            node.meta[DTENSOR_VALUE] = True
+
+
+def is_dtensor_value(node) -> bool:
+    """Whether `node` (a graph node; anything else: False) computes a DTensor at run time (`mark_values`)."""
+    return isinstance(node, Node) and bool(node.meta.get(DTENSOR_VALUE))
+
+
 def restore_boundaries(dynamo_gm: GraphModule, aten_gm: GraphModule) -> None:
     """Put each boundary's DTensor call back, reading the traced input and the same graph inputs (the mesh)."""
     dynamo_nodes = list(dynamo_gm.graph.nodes)

@@ -236,6 +236,81 @@ def test_llama_under_tensor_and_sequence_parallel_default_options():
     spawn(functools.partial(_tp_sp_body, options=None), 2)
 
 
+def _loss_parallel_body(rank, world, options=OPTIONS):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, loss_parallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (world,))
+    model = _llama()
+    layer_plan, top_plan = _tp_sp_plan()
+    # torchtitan's loss-parallel head: the logits stay vocabulary shards (a DTensor), the labels plain
+    top_plan["lm_head"] = ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
+    for layer in model.model.layers:
+        parallelize_module(layer, mesh, layer_plan)
+    parallelize_module(model, mesh, top_plan)
+    # The step returns the loss alone, as a training step does: with the vocabulary-sharded logits among its
+    # outputs and only the loss differentiated, AOTAutograd (torch's own backend="inductor" too) expects a DTensor
+    # tangent for the logits and fails.
+    step = torch.compile(lambda ids: model(input_ids=ids, labels=ids).loss, backend="mojo", options=options)
+    with loss_parallel():
+        loss = step(IDS)
+        loss.backward()
+    report = _check_against_eager(model, loss.full_tensor().detach(), "loss_parallel")
+    counts = report.counts()
+    # the layers fuse as without loss_parallel; the loss on vocabulary shards is DTensor's (its loss_parallel
+    # computes it on the shards), with the reason in the report
+    assert "mojo.cross_entropy" not in counts and counts["mojo.attention"] == 2, counts
+    assert any("DTensor" in miss.reason for g in report.graphs for miss in g.near_misses), report.table()
+
+
+def test_loss_parallel_leaves_the_loss_on_vocabulary_shards_to_dtensor():
+    """Under `loss_parallel()` the logits are vocabulary shards (a DTensor) and the labels a plain tensor: the fused
+    loss would meet a DTensor beside a plain tensor, which DTensor refuses ("mixed torch.Tensor and DTensor").
+    The loss is left to DTensor; loss and gradients equal the single-process eager model's."""
+    spawn(_loss_parallel_body, 2)
+
+
+def test_loss_parallel_default_options():
+    """The same with default options (the Inductor inner compiler)."""
+    spawn(functools.partial(_loss_parallel_body, options=None), 2)
+
+
+def _head_and_loss_on_dtensors_body(rank, world):
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    gen = torch.Generator().manual_seed(5)
+    hidden, weight = torch.randn(8, 16, generator=gen), torch.randn(32, 16, generator=gen)
+    labels = torch.randint(0, 32, (8,), generator=gen)
+
+    def head_and_loss(h, w, t):
+        return F.cross_entropy(F.linear(h, w).float(), t)
+
+    inputs = [distribute_tensor(t, mesh, [Replicate()]) for t in (hidden, weight, labels)]
+    for t in inputs[:2]:
+        t.requires_grad_(True)
+    loss = torch.compile(head_and_loss, backend="mojo", options=OPTIONS)(*inputs)
+    loss.backward()
+    ref = [t.clone().requires_grad_(t.is_floating_point()) for t in (hidden, weight, labels)]
+    ref_loss = head_and_loss(*ref)
+    ref_loss.backward()
+    torch.testing.assert_close(loss.full_tensor(), ref_loss, rtol=1e-6, atol=1e-6)
+    for got, want in zip(inputs[:2], ref[:2]):
+        torch.testing.assert_close(got.grad.full_tensor(), want.grad, rtol=1e-6, atol=1e-6)
+    # the head is DTensor's; the loss on its replicated logits is the materialised-logits op, which declares the
+    # layouts it takes (row shards or replicas: local)
+    assert mojo_compile.last_report().counts() == {"mojo.cross_entropy": 1}, mojo_compile.last_report().table()
+
+
+def test_the_fused_head_and_loss_is_left_to_dtensor():
+    """`mojo.linear_cross_entropy` declares no sharding: on DTensors (an LM head under tensor parallelism) it would
+    raise where eager runs. The head is left to DTensor; loss and gradients equal eager's."""
+    spawn(_head_and_loss_on_dtensors_body, 2)
+
+
 def _tp_sp_plan_2d():
     """The TP + SP plan for the 2-D mesh, with the embedding split column-wise (its hidden dim) instead of row-wise
     (the vocabulary). Row-wise, torch 2.13's DTensor embedding masks out-of-shard ids (`_MaskPartial`), which under

@@ -64,8 +64,8 @@ def test_static_inputs_reach_aot_autograd(monkeypatch):
     graphs = []
     trace = backend.to_pre_dispatch_aten
 
-    def spy(gm, example_inputs):
-        aten_gm = trace(gm, example_inputs)
+    def spy(gm, example_inputs, *rest, **kwargs):
+        aten_gm = trace(gm, example_inputs, *rest, **kwargs)
         graphs.append((gm, aten_gm, len(example_inputs)))
         return aten_gm
 
