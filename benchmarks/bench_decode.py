@@ -36,7 +36,8 @@ Implementations: eager (the HF model), inductor (torch.compile, default mode), m
    time of part 1 at batch 1, ctx 512 (the GPU time of the forward): what the generate loop adds per token --
    Python, guards, launches, the graph replay's launch and the sampling's small eager kernels. "diverges at": the
    first generated token where the greedy token differs from eager's, or "none" (random bf16 weights have near-ties,
-   so a flip late in the run is rounding, not a bug).
+   so a flip late in the run is rounding, not a bug). --gen-runs N times it in N runs side by side: the impls
+   interleaved (run 1 of each, then run 2, ...), each compiled once, its compiled call and cache kept between runs.
 Each impl runs in try/except (a failure is printed and the run goes on); torch._dynamo.reset() and the GPU cache
 are cleared between impls. --budget-s (default 225; none with --tiny) stops starting new work past that many s since the
 start, printing what was skipped (the full default run is meant to fit in about 4 minutes on the H200).
@@ -295,15 +296,23 @@ def bench_step(name, model, config, args, budget, eager_logits):
 
 
 # ----------------------------------------------------------------------------------------------- 2. generate
-def forget_generate_state(model):
+GENERATE_STATE = ("_cache", "_compiled_call", "_last_compile_config")  # what HF keeps on the model between calls
+
+
+def forget_generate_state(model, keep=None):
     """HF keeps the static cache and the compiled call on the model between generate calls: drop them between
-    impls (the next impl builds its own)."""
-    for attr in ("_cache", "_compiled_call", "_last_compile_config"):
+    impls (the next impl builds its own), into `keep` (a dict) where given, for a later run of the same impl."""
+    for attr in GENERATE_STATE:
         if hasattr(model, attr):
+            if keep is not None:
+                keep[attr] = getattr(model, attr)
             delattr(model, attr)
 
 
-def bench_generate(name, model, config, args, eager_tokens, timed=True):
+def bench_generate(name, model, config, args, eager_tokens, timed=True, state=None):
+    """One impl's generate timing. state: a dict kept across --gen-runs for this impl: its compiled call, cache and
+    CompileConfig, saved after its first run and put back for the next, so that each run after the first times
+    the same compiled code without compiling again."""
     from transformers import CompileConfig
 
     device = args.device
@@ -314,11 +323,15 @@ def bench_generate(name, model, config, args, eager_tokens, timed=True):
     if name == "eager":
         kwargs["disable_compile"] = True
     else:
-        cc = CompileConfig(backend="mojo", mode="reduce-overhead") if name == "mojo" else CompileConfig()
-        if device != "cuda":
-            cc._compile_all_devices = True  # HF compiles on CUDA (and a few others) only unless told
+        cc = (state or {}).get("compile_config")  # HF compiles anew for a CompileConfig unequal to its last
+        if cc is None:
+            cc = CompileConfig(backend="mojo", mode="reduce-overhead") if name == "mojo" else CompileConfig()
+            if device != "cuda":
+                cc._compile_all_devices = True  # HF compiles on CUDA (and a few others) only unless told
         kwargs["compile_config"] = cc
-        if name == "mojo":
+        if state is not None:
+            state["compile_config"] = cc
+        if name == "mojo" and not (state or {}).get("_compiled_call"):
             mojo_compile.reset_report()
 
     def gen_n(n):
@@ -336,6 +349,9 @@ def bench_generate(name, model, config, args, eager_tokens, timed=True):
 
     try:
         forget_generate_state(model)
+        for attr in GENERATE_STATE:  # a later run: this impl's compiled call and cache, as its first run left them
+            if attr in (state or {}):
+                setattr(model, attr, state[attr])
         with torch.no_grad():
             out, row["first_call_s"] = first_call(lambda: gen_n(NEW_TOKENS), device)
             tokens = out[0, args.prompt:].tolist()
@@ -357,7 +373,7 @@ def bench_generate(name, model, config, args, eager_tokens, timed=True):
         traceback.print_exc()
         row["error"] = f"{type(e).__name__}: {str(e)[:100]}"
     finally:
-        forget_generate_state(model)
+        forget_generate_state(model, keep=state)
     if name == "mojo":
         print(f"mojo ({args.family}, generate): {mojo_line()}")
     return row
@@ -405,17 +421,18 @@ def step_table(rows, impls, title):
 
 
 def generate_table(rows, title):
-    header = ["model", "impl", "ms / token", "step us (B1, ctx)", "host overhead ms / token", "overhead %",
+    header = ["model", "impl", "run", "ms / token", "step us (B1, ctx)", "host overhead ms / token", "overhead %",
               "diverges at", "first call s"]
     out = []
     for r in rows:
         if "error" in r or "skipped" in r:
-            out.append([r["model"], r["impl"], r.get("skipped") or "failed: " + r["error"][:60]] + [""] * 5)
+            out.append([r["model"], r["impl"], r.get("run", 1), r.get("skipped") or "failed: " + r["error"][:60]]
+                       + [""] * 5)
             continue
         step = r.get("step_us")
         over = r["ms_per_token"] - step / 1e3 if step is not None else None
         r["host_overhead_ms"] = over
-        out.append([r["model"], r["impl"], f"{r['ms_per_token']:.3f}",
+        out.append([r["model"], r["impl"], r.get("run", 1), f"{r['ms_per_token']:.3f}",
                     f"{step:.1f} ({r['step_ctx']})" if step is not None else "-", f1(over, ".3f"),
                     f1(None if over is None else 100 * over / r["ms_per_token"], ".0f"),
                     str(r.get("diverges_at", "-")), f"{r['first_call_s']:.1f}"])
@@ -434,6 +451,8 @@ def parse():
     p.add_argument("--static", action="store_true", help="compile every step shape on its own (dynamic=False)")
     p.add_argument("--rep-ms", type=int, default=50, help="do_bench_cudagraph's rep per measurement")
     p.add_argument("--gen-reps", type=int, default=5, help="generate calls per timed length (median)")
+    p.add_argument("--gen-runs", type=int, default=1,
+                   help="generate timed in this many runs, the impls interleaved, each compiled once")
     p.add_argument("--bandwidth", default=str(H200_COPY_BW), help="floor bandwidth in B/s, or 'measure'")
     p.add_argument("--budget-s", type=float, help="start no new work after this many s (default 225; --tiny: no limit)")
     p.add_argument("--profile", type=lambda t: tuple(int(x) for x in t.split(",")), metavar="B,CTX",
@@ -494,18 +513,23 @@ def main():
                 eager_tokens = []
                 if "eager" not in args.impls and not budget.over(f"generate {family} eager reference"):
                     eager_tokens = eager_reference_tokens(model, config, args)
-                for name in args.impls:
-                    if budget.over(f"generate {family} {name}"):
-                        gen_rows.append(dict(model=family, impl=name, skipped="skipped (time budget)"))
+                states = {name: {} for name in args.impls} if args.gen_runs > 1 else {}
+                for run, name in [(run, name) for run in range(1, args.gen_runs + 1) for name in args.impls]:
+                    if budget.over(f"generate {family} {name} run {run}"):
+                        gen_rows.append(dict(model=family, impl=name, run=run, skipped="skipped (time budget)"))
                         continue
-                    row = bench_generate(name, model, config, args, eager_tokens)
+                    row = bench_generate(name, model, config, args, eager_tokens, state=states.get(name))
+                    row["run"] = run
                     step = [r for r in step_rows if r["model"] == family and r["impl"] == name and r["batch"] == 1
                             and "us" in r]
                     step = min(step, key=lambda r: abs(r["ctx"] - args.prompt), default=None)
                     if step is not None:
                         row["step_us"], row["step_ctx"] = step["us"], step["ctx"]
                     gen_rows.append(row)
-                    cleanup(args.device)
+                    if not states:
+                        cleanup(args.device)
+                states.clear()
+                cleanup(args.device)
         except Exception as e:
             traceback.print_exc()
             print(f"{family}: failed: {type(e).__name__}: {e}")
