@@ -36,7 +36,8 @@ log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions"]
+           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions", "GraphPass",
+           "register_graph_pass", "registered_graph_passes"]
 
 ENTRY_POINT_GROUP = "mojo_compile.fusions"  # a package's fusion module, imported after the built-ins
 
@@ -85,6 +86,45 @@ class Pattern:
 
 
 _PATTERNS: dict[str, Pattern] = {}
+
+
+@dataclass
+class GraphPass:
+    """A rewrite a pattern cannot express, run over the rewritten graph (register_graph_pass)."""
+    name: str
+    fn: Callable[[GraphModule], Sequence[Node]]
+    family: str = ""
+
+    enabled = Pattern.enabled
+    disabled_by = Pattern.disabled_by
+
+
+_GRAPH_PASSES: dict[str, GraphPass] = {}
+
+
+def register_graph_pass(name: str, fn: Callable[[GraphModule], Sequence[Node]], *, family: Optional[str] = None,
+                        replace: bool = False) -> GraphPass:
+    """Register `fn(gm)`, run at the end of every `rewrite()` (after all patterns, in registration order) unless
+    disabled: it rewrites gm.graph in place and returns the Mojo op nodes it added, which the report counts as
+    matches of `name` (the nodes it removed drop out of the report as a later stage's do). For a fusion a pattern
+    cannot express, e.g. independent ops of one input made one op (patterns/linear.py: q, k, v projections -> one
+    launch). `options={"disable": [...]}` turns it off by a glob over its name or by its family (default: the name's
+    first part), like a pattern. A name taken is a PatternError unless replace=True."""
+    if not isinstance(name, str) or not name:
+        raise PatternError(f"a graph pass name must be a non-empty string, got {name!r}")
+    if name in _GRAPH_PASSES and not replace:
+        raise PatternError(f"a graph pass named {name!r} is already registered: pass replace=True to replace it")
+    graph_pass = GraphPass(name, fn, family or name.split(".")[0])
+    _GRAPH_PASSES[name] = graph_pass
+    return graph_pass
+
+
+def registered_graph_passes() -> list[GraphPass]:
+    """The graph passes, in the order rewrite() runs them (registration)."""
+    _load_builtins()
+    return list(_GRAPH_PASSES.values())
+
+
 _SEEN_GRAPHS: dict = collections.defaultdict(list)  # (fp32 forms of different spellings often trace alike)
 _SOURCES: dict = {}  # matched input nodes -> nn_module_stack of the matched code, until its Mojo op takes it
 _RETRACES: dict = {}  # (tracer, static argument description) -> search re-trace, within one rewrite()
@@ -315,8 +355,9 @@ def _forget_traces(pattern: Pattern) -> None:
 
 
 def disable_matches(entry: str) -> bool:
-    """Whether a `disable` entry (options["disable"], MOJO_DISABLE) turns off any registered pattern."""
-    return any(pattern.disabled_by(entry) for pattern in registered_patterns())
+    """Whether a `disable` entry (options["disable"], MOJO_DISABLE) turns off any registered pattern (or graph
+    pass)."""
+    return any(p.disabled_by(entry) for p in [*registered_patterns(), *registered_graph_passes()])
 
 
 def families() -> list[str]:
@@ -476,6 +517,22 @@ def _not_a_tensor(pattern: Pattern, match) -> Optional[str]:
 _UNBOUND = object()
 
 
+def _mixed_dtensors(match) -> Optional[str]:
+    """Why `match` reads DTensors beside plain tensors (None if it does not): a DTensor op refuses plain tensor
+    arguments ("mixed torch.Tensor and DTensor"), where the matched ops ran as eager runs them -- the loss on
+    vocabulary shards under `loss_parallel()`, with plain labels, is DTensor's own (its loss on the shards)."""
+    from ..dtensor import is_dtensor_value
+
+    tensors = {name: v for name, v in match.kwargs.items()
+               if isinstance(v, Node) and isinstance(v.meta.get("val"), torch.Tensor)}
+    dtensors = sorted(name for name, v in tensors.items() if is_dtensor_value(v))
+    if not dtensors or len(dtensors) == len(tensors):
+        return None
+    plain = sorted(set(tensors) - set(dtensors))
+    return f"{', '.join(dtensors)} {'is a DTensor' if len(dtensors) == 1 else 'are DTensors'} and " \
+           f"{', '.join(plain)} plain: the Mojo op would meet both, which DTensor refuses; left to DTensor"
+
+
 def _written_later(match) -> Optional[str]:
     """A matched output that an in-place op writes afterwards (`h = x + r; y = norm(h); h.mul_(2)`), or an input the
     matched code reads that one writes after the match (`y = norm(h); h.mul_(2)`): the Mojo op saves its inputs and
@@ -551,7 +608,8 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     not carry that metadata over in every version). The verdict -- (pattern name, None or why it refused) -- is
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
-    reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match)
+    reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match) or \
+        _mixed_dtensors(match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
     _REFUSAL["verdict"] = (pattern.name, reason)
@@ -616,7 +674,8 @@ def _mojo_nodes(gm: GraphModule) -> set[Node]:
 def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern, Node]]:
     """Apply every enabled pattern: by priority, then larger patterns first, so that a spelling with its casts wins
     over the fp32 form of another spelling that would match only its inside, and add + norm over norm.
-    Returns (pattern, new Mojo op node) per match."""
+    Then the enabled graph passes (register_graph_pass). Returns (pattern or graph pass, new Mojo op node) per
+    match."""
     from torch._inductor.pattern_matcher import stable_topological_sort
 
     gm.graph.__dict__.pop("_mojo_touched", None)  # _touched_by_mutation's memo: computed anew for this graph
@@ -647,6 +706,11 @@ def rewrite(gm: GraphModule, disabled: Sequence[str] = ()) -> list[tuple[Pattern
             if present is not None:  # a replacement's ops (mojo.rope, ...) are what a later pattern may be made of
                 present = graph_targets(gm.graph)
                 _register_ready(sets, present)
+    for graph_pass in registered_graph_passes():  # after every pattern: they see the Mojo ops the patterns made
+        if graph_pass.enabled(disabled):
+            for node in graph_pass.fn(gm) or ():
+                node.meta["mojo_pattern"] = graph_pass.name
+                matches.append((graph_pass, node))
     pattern_cache.save_summaries()
     _SOURCES.clear()
     _RETRACES.clear()  # (the graphs hold this graph's fake values)
