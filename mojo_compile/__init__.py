@@ -15,11 +15,13 @@ from .backend import mojo_backend
 from .debug import bisect, diff, explain, verify
 from .lowering import register_impl, register_target
 from .options import OptionError, Options
-from .patterns import Pattern, PatternError, refuse, register_pattern, registered_patterns, unregister_pattern
+from .patterns import (Pattern, PatternError, refuse, register_graph_pass, register_pattern, registered_patterns,
+                       unregister_pattern)
 from .report import Report, last_report, reset_report
 
 __version__ = "0.1.0"
-__all__ = ["mojo_backend", "register_pattern", "unregister_pattern", "registered_patterns", "register_target",
+__all__ = ["mojo_backend", "register_pattern", "unregister_pattern", "registered_patterns", "register_graph_pass",
+           "register_target",
            "register_impl",
            "last_report", "reset_report", "Report", "Pattern", "PatternError", "Options", "OptionError", "verify",
            "bisect", "diff", "explain", "refuse"]

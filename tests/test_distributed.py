@@ -311,6 +311,34 @@ def test_the_fused_head_and_loss_is_left_to_dtensor():
     spawn(_head_and_loss_on_dtensors_body, 2)
 
 
+def _decode_linears_on_dtensors_body(rank, world):
+    import torch.nn.functional as F
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (world,))
+    gen = torch.Generator().manual_seed(11)
+    x, w_col, w_row = torch.randn(1, 16, generator=gen), torch.randn(32, 16, generator=gen), \
+        torch.randn(16, 32, generator=gen)
+
+    def mlp(x, w_col, w_row):  # a decode step's column- then row-parallel projections (one row, no gradient)
+        return F.linear(F.silu(F.linear(x, w_col)), w_row)
+
+    args = (distribute_tensor(x, mesh, [Replicate()]), distribute_tensor(w_col, mesh, [Shard(0)]),
+            distribute_tensor(w_row, mesh, [Shard(1)]))
+    with torch.no_grad():
+        got = torch.compile(mlp, backend="mojo", options=OPTIONS)(*args)
+    torch.testing.assert_close(got.full_tensor(), mlp(x, w_col, w_row), rtol=1e-6, atol=1e-6)
+    counts = mojo_compile.last_report().counts()
+    assert not any(op.startswith("mojo.linear") for op in counts), counts
+
+
+def test_decode_linears_are_left_to_dtensor():
+    """The decode linears declare no sharding: a tensor-parallel decode step's projections (weights sharded by
+    column and row) are left to DTensor, where `mojo.linear` would raise; the result equals eager's."""
+    spawn(_decode_linears_on_dtensors_body, 2)
+
+
 def _tp_sp_plan_2d():
     """The TP + SP plan for the 2-D mesh, with the embedding split column-wise (its hidden dim) instead of row-wise
     (the vocabulary). Row-wise, torch 2.13's DTensor embedding masks out-of-shard ids (`_MaskPartial`), which under

@@ -5,6 +5,7 @@ torch target, as accurate as eager against fp64 on ttx; a strided weight falls b
 opcheck for each op; tiny HF Llama and Qwen3 decode steps, eager and Inductor inner compilers."""
 import copy
 import logging
+import types
 
 import pytest
 import torch
@@ -201,6 +202,19 @@ def test_ttx_supports_reasons():
     assert "cuBLAS is faster" in ttx_reason(torch.randn(4, 4096, device=DEVICE), q, kv, kv)
     with torch.device("meta"):
         assert "ttx" in ttx_reason(torch.randn(1, 16), torch.randn(8, 16))  # a device ttx does not run on
+
+
+def test_ttx_on_ascend_falls_back(monkeypatch):
+    """The GEMV launches N / BLOCK_N programs; Ascend's launch plans run one program per core, which these kernels
+    do not have: on npu tensors (where triton-ascend is installed) ttx falls back to the reference."""
+    from mojo_compile.ops import linear
+
+    class NpuTensor:  # what the check reads of an npu tensor (none can be made here)
+        device = types.SimpleNamespace(type="npu")
+        dtype = torch.bfloat16
+
+    monkeypatch.setattr(linear, "ttx_device_reason", lambda t: None)  # as with triton-ascend installed
+    assert "no launch plan for Ascend" in linear.ttx_reason(NpuTensor(), torch.randn(8, 16))
 
 
 def test_nan_propagates_like_eager():

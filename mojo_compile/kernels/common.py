@@ -440,6 +440,19 @@ def tanhf(x, INTERPRET: tl.constexpr):
 
 
 @jit
+def gated_activation(g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
+    """act(g) in fp32 for ACT = ACT_CODES[act], spelled as ATen's kernels spell it (gated_act's and linear's
+    kernels)."""
+    if ACT == 0:
+        return tl.math.div_rn(g, 1.0 + expf(-g, INTERPRET))
+    elif ACT == 1:
+        inner = 0.7978845834732056 * (g + 0.044714998453855515 * (g * g * g))
+        return 0.5 * g * (1.0 + tanhf(inner, INTERPRET))
+    else:
+        return g * 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
+
+
+@jit
 def tanh_exp2(x):
     """tanh from exp2 of a non-positive argument (no overflow); core tl has no tanh that runs in the interpreter."""
     e = tl.exp2(tl.abs(x) * (-2.0 * LOG2E))

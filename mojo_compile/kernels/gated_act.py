@@ -30,7 +30,8 @@ import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .common import ACT_CODES, device_caps, expf, interpreting, round_to, tanhf, wrap_triton, writes
+from .common import (ACT_CODES, device_caps, expf, gated_activation, interpreting, round_to, tanhf, wrap_triton,
+                     writes)
 
 # torch's constants as its kernels hold them, in fp32 (the literals below are exact fp32 values; module-level
 # constexpr floats misbehave in the interpreter):
@@ -40,18 +41,6 @@ from .common import ACT_CODES, device_caps, expf, interpreting, round_to, tanhf,
 
 
 # ----------------------------------------------------------------------------------------------------------- helpers
-@triton.jit
-def _act(g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
-    """act(g) in fp32, spelled as ATen's kernels spell it."""
-    if ACT == 0:
-        return tl.math.div_rn(g, 1.0 + expf(-g, INTERPRET))
-    elif ACT == 1:
-        inner = 0.7978845834732056 * (g + 0.044714998453855515 * (g * g * g))
-        return 0.5 * g * (1.0 + tanhf(inner, INTERPRET))
-    else:
-        return g * 0.5 * (1.0 + tl.math.erf(g * 0.7071067690849304))
-
-
 @triton.jit
 def _act_grad(da, g, ACT: tl.constexpr, INTERPRET: tl.constexpr):
     """da * act'(g) in fp32: silu_backward / gelu_backward as ATen computes them."""
@@ -124,7 +113,8 @@ def _fwd_tile(task, G, U, Y, M, N, numel, stride_g, stride_u, stride_y, ACT: tl.
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = Y.dtype.element_ty
-    a = round_to(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # eager materialises act(g) in the dtype
+    # eager materialises act(g) in the dtype
+    a = round_to(gated_activation(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)
     tl.store(Y + rows * stride_y + cols, round_to(a * u, dtype, INTERPRET), mask=mask)
 
 
@@ -154,7 +144,8 @@ def _bwd_tile(task, DY, G, U, DG, DU, M, N, numel, stride_dy, stride_g, stride_u
     g = tl.load(G + rows * stride_g + cols, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(U + rows * stride_u + cols, mask=mask, other=0.0).to(tl.float32)
     dtype = DG.dtype.element_ty
-    a = round_to(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)  # recomputed: nothing saved but g and u
+    # recomputed: nothing saved but g and u
+    a = round_to(gated_activation(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)
     du = round_to(dy * a, dtype, INTERPRET)
     if FUSED:
         tl.store(DG + DU_OFF + rows * stride_dg + cols, du, mask=mask)

@@ -26,8 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import ACT_CODES, interpreting, round_to, size_hint, wrap_triton, writes
-from .gated_act import _act  # the activation as ATen's kernels spell it (shared with the gated_act kernels)
+from .common import ACT_CODES, gated_activation, interpreting, round_to, size_hint, wrap_triton, writes
 
 MAX_ROWS = 4  # input rows (the product of x's leading dims) the kernels take: one accumulator tile each
 
@@ -96,7 +95,7 @@ def _gated_row(y_ptr, n, n_mask, acc_g, acc_u, ACT: tl.constexpr, INTERPRET: tl.
     dtype = y_ptr.dtype.element_ty
     g = round_to(tl.sum(acc_g, axis=1), dtype, INTERPRET).to(tl.float32)
     u = round_to(tl.sum(acc_u, axis=1), dtype, INTERPRET).to(tl.float32)
-    a = round_to(_act(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)
+    a = round_to(gated_activation(g, ACT, INTERPRET), dtype, INTERPRET).to(tl.float32)
     tl.store(y_ptr + n, round_to(a * u, dtype, INTERPRET), mask=n_mask)
 
 

@@ -172,6 +172,8 @@ def _reason(x: Tensor, weights, elements):
     reason = ttx_device_reason(x)
     if reason:
         return reason
+    if x.device.type == "npu":  # (a grid of N / 2 programs: Ascend's plans run one program per core)
+        return "the GEMV kernels have no launch plan for Ascend (kernels/linear.py: NVIDIA GPUs)"
     if x.dtype not in FLOAT_DTYPES:
         return f"dtype {x.dtype} is not fp16/bf16/fp32"
     if x.dim() < 1:
