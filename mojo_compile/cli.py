@@ -4,7 +4,7 @@
     mojo-compile verify  SCRIPT [--grad] [-- ARGS...]    each fused site and graph against eager (exit 1: a FAIL)
     mojo-compile bisect  SCRIPT [-- ARGS...]             the pattern, then the site, that makes a graph differ
     mojo-compile diff    SCRIPT [-- ARGS...]             each graph before and after rewriting (pre-dispatch ATen)
-    mojo-compile patterns [--json] [--family F]          the registered patterns, in applying order
+    mojo-compile patterns [--json] [--family F]          the registered patterns and graph passes, in applying order
     mojo-compile --version
 
 SCRIPT is a Python file that compiles with backend="mojo"; the arguments after `--` are its own (every flag before
@@ -141,13 +141,19 @@ def _diff(args) -> int:
 def _patterns(args) -> int:
     import mojo_compile
 
+    from mojo_compile.patterns import registered_graph_passes
+
     chosen = [p for p in mojo_compile.registered_patterns() if args.family is None or p.family == args.family]
+    passes = [g for g in registered_graph_passes() if args.family is None or g.family == args.family]
     if args.json:
-        print(json.dumps([{"name": p.name, "family": p.family, "priority": p.priority,
-                           "tell_tales": [str(t) for t in p.tell_tales]} for p in chosen], indent=2))
+        print(json.dumps([{"name": p.name, "family": p.family, "priority": p.priority, "kind": "pattern",
+                           "tell_tales": [str(t) for t in p.tell_tales]} for p in chosen]
+                         + [{"name": g.name, "family": g.family, "kind": "graph pass"} for g in passes], indent=2))
     else:
         for p in chosen:
             print(f"{p.name:40s} family={p.family:14s} priority={p.priority}")
+        for g in passes:  # (rewrite() runs them after every pattern, in this order)
+            print(f"{g.name:40s} family={g.family:14s} graph pass, after every pattern")
     return 0
 
 

@@ -112,6 +112,17 @@ def test_patterns_json_and_family(capfd):
     assert rows[0]["name"].startswith("rms_norm.")
 
 
+def test_patterns_lists_the_graph_passes_last(capfd):
+    """`linear.group` (patterns/linear.py) runs after every pattern: listed after them, marked as a pass."""
+    assert cli.main(["patterns", "--family", "linear"]) == 0
+    lines = capfd.readouterr().out.splitlines()
+    assert lines[-1].startswith("linear.group") and "graph pass" in lines[-1], lines
+    assert cli.main(["patterns", "--json", "--family", "linear"]) == 0
+    rows = json.loads(capfd.readouterr().out)
+    assert rows[-1] == {"name": "linear.group", "family": "linear", "kind": "graph pass"}, rows[-1]
+    assert all(r["kind"] == "pattern" for r in rows[:-1]) and len(rows) > 1
+
+
 def test_version(capfd):
     assert cli.main(["--version"]) == 0
     assert capfd.readouterr().out.startswith(f"mojo-compile {mojo_compile.__version__} (torch ")
