@@ -19,7 +19,8 @@ Implementations, registered below the ops (docs/adding-a-fusion.md):
              weights of different dtypes or devices, a last dim that is not contiguous (a transposed weight, every
              other column), a device ttx does not run on; and 2-4 rows against weights large enough that cuBLAS
              was measured faster (kernels/linear.py's table: there the torch reference is cuBLAS itself).
-  torch_npu  the torch reference (no fused NPU GEMV op).
+  torch_npu  none registered: torch_npu has no fused GEMV op to map, so on npu tensors the torch reference runs
+             (the fallback, its reason logged), as for gated_act.
 """
 from __future__ import annotations
 
@@ -136,19 +137,6 @@ lowering.register_impl("linear", "torch", reference, **lowering.TRACEABLE)
 lowering.register_impl("gated_linear", "torch", gated_reference, **lowering.TRACEABLE)
 lowering.register_impl("linear2", "torch", references, **lowering.TRACEABLE)
 lowering.register_impl("linear3", "torch", references, **lowering.TRACEABLE)
-
-
-
-# -------------------------------------------------------------------------------------------- target: torch_npu
-# The torch reference on npu tensors: no fused GEMV op of torch_npu is mapped. Registered so that the report names
-# torch_npu, not a fallback.
-def _npu_reason(x, *rest):
-    return None if x.device.type == "npu" else f"torch_npu runs on npu tensors, not {x.device.type}"
-
-
-for _name, _fn in (("linear", reference), ("gated_linear", gated_reference), ("linear2", references),
-                   ("linear3", references)):
-    lowering.register_impl(_name, "torch_npu", _fn, supports=_npu_reason)
 
 
 # -------------------------------------------------------------------------------------------------- target: ttx
