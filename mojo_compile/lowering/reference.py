@@ -7,6 +7,8 @@ imported from one op module into another:
     cross_entropy_*               the loss per row, its reduction and its row gradients: mojo::cross_entropy
                                   (ops/cross_entropy.py) and mojo::linear_cross_entropy (ops/linear_cross_entropy.py),
                                   their torch references and their ttx implementations
+    ACTIVATIONS, activation       the gated activations as eager spells them: mojo::gated_act (ops/gated_act.py)
+                                  and mojo::gated_linear (ops/linear.py)
 
 Written as the eager spellings the patterns replace, so that on the torch target a compiled model computes exactly
 what the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
@@ -14,6 +16,16 @@ what the uncompiled one does, rounding included. Outputs are contiguous, as the 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+ACTIVATIONS = ("silu", "gelu_tanh", "gelu")  # the `act` of the gated ops (kernels/common.py: ACT_CODES)
+
+
+def activation(g, act: str):
+    """act(g) as eager computes it: F.silu, F.gelu(approximate="tanh"), F.gelu."""
+    if act == "silu":
+        return F.silu(g)
+    return F.gelu(g, approximate="tanh" if act == "gelu_tanh" else "none")
 
 
 def normalise(x, weight, eps, weight_offset, cast):

@@ -15,13 +15,12 @@ Implementations, registered below the ops (docs/adding-a-fusion.md):
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .. import lowering, sharding
+from ..lowering.reference import ACTIVATIONS, activation
 from ..kernels.common import ttx_elementwise_reason, ttx_traceable
 
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 
 
 def _check(act: str, target: str, *tensors: Tensor) -> None:
@@ -129,7 +128,6 @@ for _op, _name in ((gated_act, "gated_act"), (gated_act_fused, "gated_act_fused"
 
 
 # ------------------------------------------------------------------------------------------------ target: torch
-_ACT_FNS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
 
 
 def _act_backward(grad_a, gate, act):
@@ -144,7 +142,7 @@ def _halves(gate_up, gate_first):
 
 
 def reference(gate, up, act):
-    return (_ACT_FNS[act](gate) * up).contiguous()
+    return (activation(gate, act) * up).contiguous()
 
 
 def fused_reference(gate_up, act, gate_first):
@@ -153,7 +151,7 @@ def fused_reference(gate_up, act, gate_first):
 
 def reference_backward(grad_y, gate, up, act):
     """Eager autograd of act(gate) * up, step for step (the same roundings)."""
-    grad_up = grad_y * _ACT_FNS[act](gate)
+    grad_up = grad_y * activation(gate, act)
     grad_gate = _act_backward(grad_y * up, gate, act)
     return grad_gate.contiguous(), grad_up.contiguous()
 

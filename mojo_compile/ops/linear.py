@@ -30,10 +30,10 @@ from torch import Tensor
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .. import lowering
+from ..lowering.reference import ACTIVATIONS, activation
 from ..kernels.common import FLOAT_DTYPES, size_hint, ttx_device_reason, ttx_traceable
 
 MAX_ROWS = 4  # kernels/linear.py's MAX_ROWS (kept here too: this module imports without Triton)
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 
 
 def rows(x: Tensor):
@@ -118,7 +118,6 @@ for _op, _name in ((linear, "linear"), (gated_linear, "gated_linear"), (linear2,
 
 
 # ------------------------------------------------------------------------------------------------ target: torch
-_ACT_FNS = {"silu": F.silu, "gelu_tanh": lambda g: F.gelu(g, approximate="tanh"), "gelu": F.gelu}
 
 
 def reference(x, weight):
@@ -126,7 +125,7 @@ def reference(x, weight):
 
 
 def gated_reference(x, gate_weight, up_weight, act):
-    return _ACT_FNS[act](F.linear(x, gate_weight)) * F.linear(x, up_weight)
+    return activation(F.linear(x, gate_weight), act) * F.linear(x, up_weight)
 
 
 def references(x, *weights):

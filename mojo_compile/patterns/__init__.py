@@ -31,12 +31,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from .. import pattern_cache
 from ..canonicalize import canonicalize
+from ..dtensor import is_dtensor_value
 
 log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions", "GraphPass",
+           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions", "dtensor_reason", "GraphPass",
            "register_graph_pass", "registered_graph_passes"]
 
 ENTRY_POINT_GROUP = "mojo_compile.fusions"  # a package's fusion module, imported after the built-ins
@@ -521,16 +522,26 @@ def _mixed_dtensors(match) -> Optional[str]:
     """Why `match` reads DTensors beside plain tensors (None if it does not): a DTensor op refuses plain tensor
     arguments ("mixed torch.Tensor and DTensor"), where the matched ops ran as eager runs them -- the loss on
     vocabulary shards under `loss_parallel()`, with plain labels, is DTensor's own (its loss on the shards)."""
-    from ..dtensor import is_dtensor_value
-
+    if not any(is_dtensor_value(v) for v in match.kwargs.values()):
+        return None  # (every match outside a graph of DTensors)
     tensors = {name: v for name, v in match.kwargs.items()
                if isinstance(v, Node) and isinstance(v.meta.get("val"), torch.Tensor)}
     dtensors = sorted(name for name, v in tensors.items() if is_dtensor_value(v))
-    if not dtensors or len(dtensors) == len(tensors):
+    if len(dtensors) == len(tensors):
         return None
     plain = sorted(set(tensors) - set(dtensors))
     return f"{', '.join(dtensors)} {'is a DTensor' if len(dtensors) == 1 else 'are DTensors'} and " \
            f"{', '.join(plain)} plain: the Mojo op would meet both, which DTensor refuses; left to DTensor"
+
+
+def dtensor_reason(match, names: Sequence[str], ops: str) -> Optional[str]:
+    """For the extra_check of a pattern whose ops declare no DTensor sharding (sharding.py): why the match is left to
+    DTensor (None where none of the parameters `names` is bound to a DTensor value): such an op would raise on
+    DTensors where eager's ops run."""
+    on_dtensors = [name for name in names if is_dtensor_value(match.kwargs.get(name))]
+    if not on_dtensors:
+        return None
+    return f"{', '.join(on_dtensors)}: a DTensor; {ops} declare no sharding, so this is left to DTensor"
 
 
 def _written_later(match) -> Optional[str]:

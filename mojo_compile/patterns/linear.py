@@ -37,14 +37,13 @@ import torch
 import torch.nn.functional as F
 from torch.fx import Node
 
-from ..dtensor import is_dtensor_value
-from . import match_value, needs_grad, refuse, register_graph_pass, register_pattern
+from ..lowering.reference import ACTIVATIONS
+from ..ops.linear import MAX_ROWS, rows
+from . import dtensor_reason, match_value, needs_grad, refuse, register_graph_pass, register_pattern
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
 
-MAX_ROWS = 4
-ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 SPELLINGS = ("linear", "matmul", "mm")
 GATED_PRIORITY = -5  # after gated_act (0), which makes the mojo.gated_act this pattern reads
 LINEAR_PRIORITY = -20  # after every pattern that may read a projection: the LM head with the loss (2), gated_linear
@@ -59,13 +58,11 @@ def _project(spelling: str, x, w):
 
 
 def _rows_reason(x) -> str | None:
-    rows = 1
-    for s in x.shape[:-1]:
-        rows = rows * s
-    if not isinstance(rows, int):
+    m = rows(x)
+    if not isinstance(m, int):
         return f"x {list(x.shape)}: the number of rows is symbolic (the GEMV takes a static 1..{MAX_ROWS})"
-    if not 1 <= rows <= MAX_ROWS:
-        return f"x has {rows} rows: a GEMM (prefill), left to cuBLAS (the GEMV takes 1..{MAX_ROWS})"
+    if not 1 <= m <= MAX_ROWS:
+        return f"x has {m} rows: a GEMM (prefill), left to cuBLAS (the GEMV takes 1..{MAX_ROWS})"
     return None
 
 
@@ -90,12 +87,9 @@ def _projection_reason(match, x_name: str, weight_names) -> str | None:
     if reason:
         return reason
     for name in (x_name, *weight_names):
-        node = match.kwargs.get(name)
-        if needs_grad(node):
+        if needs_grad(match.kwargs.get(name)):
             return f"{name} may need a gradient (the decode GEMV ops have no backward)"
-        if is_dtensor_value(node):
-            return f"{name} is a DTensor (the GEMV ops declare no sharding)"
-    return None
+    return dtensor_reason(match, (x_name, *weight_names), "the GEMV ops")
 
 
 def _linear_check(match) -> bool:

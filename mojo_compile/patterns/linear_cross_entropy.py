@@ -38,8 +38,7 @@ import torch.nn.functional as F
 from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from ..dtensor import is_dtensor_value
-from . import accepted_match, match_value, needs_grad, refuse, register_pattern
+from . import accepted_match, dtensor_reason, match_value, needs_grad, refuse, register_pattern
 from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node, label_smoothing_reason
 
 aten = torch.ops.aten
@@ -153,10 +152,9 @@ def _check(match, flatten: bool, spelling: str, softcap: bool = False, scaling: 
         return refuse(reason)
     if not isinstance(ignore_index, int) or isinstance(ignore_index, bool):
         return refuse(f"ignore_index {ignore_index!r} is not a literal int")
-    on_dtensors = [name for name in ("hidden", "weight", "labels") if is_dtensor_value(match.kwargs.get(name))]
-    if on_dtensors:  # (a DTensor LM head: its vocabulary or hidden dim sharded by tensor parallelism)
-        return refuse(f"{', '.join(on_dtensors)}: a DTensor; the fused head and loss declare no sharding, so the "
-                      f"head and loss are left to DTensor")
+    reason = dtensor_reason(match, ("hidden", "weight", "labels"), "the fused head and loss")
+    if reason:  # (a DTensor LM head: its vocabulary or hidden dim sharded by tensor parallelism)
+        return refuse(reason)
     x, hidden, weight, labels = (inputs.meta.get("val") if isinstance(inputs, Node) else None), \
         match_value(match, "hidden"), match_value(match, "weight"), match_value(match, "labels")
     if x is None or hidden is None or weight is None or labels is None:
