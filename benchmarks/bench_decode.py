@@ -526,10 +526,11 @@ def main():
                     if step is not None:
                         row["step_us"], row["step_ctx"] = step["us"], step["ctx"]
                     gen_rows.append(row)
-                    if not states:
+                    if not states:  # (interleaved runs keep every impl's compiled call: cleaned up after)
                         cleanup(args.device)
-                states.clear()
-                cleanup(args.device)
+                if states:
+                    states.clear()
+                    cleanup(args.device)
         except Exception as e:
             traceback.print_exc()
             print(f"{family}: failed: {type(e).__name__}: {e}")
