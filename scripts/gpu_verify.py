@@ -247,8 +247,9 @@ def merge(paths: list[str], out: str, incomplete: bool = False) -> int:
     _write(out, started, v, parts[0]["tree"], commands, counts, failures, problems)
     timed = {p: t for part in parts if not part["cut"] for p, t in part.get("file_seconds", {}).items()}
     if timed:  # the next shards are dealt out by these times (files of a cut part keep their earlier times)
+        seconds = dict(sorted({**load_seconds(SECONDS_FILE), **timed}.items()))  # read before "w" truncates the file
         with open(SECONDS_FILE, "w") as f:
-            json.dump(dict(sorted({**load_seconds(), **timed}.items())), f, indent=1)
+            json.dump(seconds, f, indent=1)
             f.write("\n")
     print(f"tree {parts[0]['tree']}: {counts} -> {out}" + (" (INCOMPLETE)" if problems else ""))
     return 3 if problems else 0

@@ -1,6 +1,7 @@
 """scripts/gpu_verify.py's sharding: files dealt out by their GPU seconds from junit reports, each file in one
 shard."""
 import importlib.util
+import json
 import os
 
 import pytest
@@ -49,3 +50,24 @@ def test_shards_are_dealt_by_seconds(gpu_verify):
     others = [s for s in shards if s != [heavy]]
     loads = [sum(weights[p] for p in shard) for shard in others]
     assert max(loads) - min(loads) <= max(weights[p] for p in light)  # greedy: within one file of even
+
+
+@pytest.mark.parametrize("on_file", [None, {"tests/test_old.py": 7.0}])
+def test_merge_writes_the_record_and_the_file_seconds(gpu_verify, tmp_path, monkeypatch, on_file):
+    """A merge records the counts and keeps the seconds on file beside the new ones, whether or not a seconds
+    file exists yet (it is read before it is rewritten)."""
+    seconds_file = tmp_path / "test_seconds.json"
+    if on_file is not None:
+        seconds_file.write_text(json.dumps(on_file))
+    monkeypatch.setattr(gpu_verify, "SECONDS_FILE", str(seconds_file))
+    files = gpu_verify.test_files()
+    part = {"tree": "0" * 40, "started": "2026-12-03T16:04:00+00:00", "seconds": 5,
+            "versions": dict.fromkeys(["gpu", "python", "torch", "triton", "transformers"], "x"),
+            "command": "python -m pytest tests", "exit": 0, "cut": False, "shard": [1, 1], "files": files,
+            "counts": {"passed": 3, "failed": 0, "errors": 0, "skipped": 1}, "failures": [],
+            "file_seconds": {files[0]: 2.5}}
+    (tmp_path / "part1.json").write_text(json.dumps(part))
+    out = tmp_path / "GPU_VERIFIED.md"
+    assert gpu_verify.merge([str(tmp_path / "part1.json")], str(out)) == 0
+    assert "0" * 40 in out.read_text()
+    assert json.loads(seconds_file.read_text()) == {**(on_file or {}), files[0]: 2.5}
