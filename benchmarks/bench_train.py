@@ -272,6 +272,9 @@ KERNEL_KINDS = (
     ("copies and fills", ("memcpy", "memset")),
     ("PyTorch's own kernels (ATen)", ("at::", "void ")),
 )
+# The kinds whose heaviest kernels the profile names: each lumps many unrelated ops together.
+NAMED_KINDS = ("Triton kernels (Inductor's triton_*, mojo's)", "PyTorch's own kernels (ATen)", "other kernels")
+NAMED_PER_KIND = 6
 CALL_ROWS = (("param.grad += new (AccumulateGrad)", "torch::autograd::AccumulateGrad"),
              ("embedding backward", "aten::embedding_dense_backward"))
 
@@ -286,10 +289,18 @@ def kernel_kind(name: str) -> str:
     return kind or "other kernels"
 
 
+def short_kernel_name(name: str, width: int = 66) -> str:
+    """A kernel's name cut to `width`, without the namespaces that make ATen's templated names all begin alike."""
+    for noise in ("void ", "at::native::", "(anonymous namespace)::", "at::cuda::", "c10::"):
+        name = name.replace(noise, "")
+    return name[:width]
+
+
 def profile_step(step, step_ms: float, steps: int = 3) -> dict:
     """torch.profiler over `steps` steps: ms per step of GPU kernels by kind (kernel_kind), of the calls in
-    CALL_ROWS (their kernels are also counted in their kinds), the five heaviest other kernels by name, and the
-    step's time outside kernels (step_ms less the kernels' sum: launch gaps and host work the GPU waits on)."""
+    CALL_ROWS (their kernels are also counted in their kinds), the heaviest kernels by name of the kinds that
+    lump many ops together (NAMED_KINDS), and the step's time outside kernels (step_ms less the kernels' sum:
+    launch gaps and host work the GPU waits on)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -297,21 +308,23 @@ def profile_step(step, step_ms: float, steps: int = 3) -> dict:
             step()
         torch.cuda.synchronize()
     averages = prof.key_averages()
-    kinds, others = {}, {}
+    kinds, named = {}, {}
     for e in averages:
         if e.device_type != torch.autograd.DeviceType.CUDA:
             continue
         ms = e.device_time_total / 1e3 / steps
         kind = kernel_kind(e.key)
         kinds[kind] = kinds.get(kind, 0.0) + ms
-        if kind == "other kernels":
-            others[e.key] = ms
-    out = dict(sorted(kinds.items(), key=lambda kv: -kv[1]))
+        if kind in NAMED_KINDS:
+            named.setdefault(kind, {})[e.key] = ms
+    out = {}
+    for kind, ms in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        out[kind] = ms
+        for key, key_ms in sorted(named.get(kind, {}).items(), key=lambda kv: -kv[1])[:NAMED_PER_KIND]:
+            out[f"    {short_kernel_name(key)}"] = key_ms
     total = sum(kinds.values())
     for row, call in CALL_ROWS:
         out[row] = sum(e.device_time_total for e in averages if e.key == call) / 1e3 / steps
-    for key, ms in sorted(others.items(), key=lambda kv: -kv[1])[:5]:
-        out[f"  other: {key[:80]}"] = ms
     out["all kernels"] = total
     out["outside kernels (step less kernels)"] = step_ms - total
     return out
