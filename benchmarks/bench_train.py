@@ -6,10 +6,11 @@ The H200 runs (issue 14):
     python benchmarks/bench_train.py --model llama3-dims   --impls eager,inductor,liger,mojo,mojo-model
     python benchmarks/bench_train.py --model qwen3-8b-dims --impls eager,inductor,liger,mojo,mojo-model
 
-each also with `--grads fresh`, and `--profile mojo,liger` for where each step's time goes; Liger comes from a wheel
-carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096, --steps 20, --warmup 3,
---tflops 705, the H200's bf16 GEMM 8192^3 from docs/performance-anchors.md; `--tflops measure` times that GEMM
-instead). The CPU smoke test:
+each also with `--grads fresh`, and `--profile mojo,liger` for where each step's time goes (with `--profile-trace DIR`
+the timelines too, whose launch gaps `benchmarks/trace_gaps.py DIR/mojo_trace.json.gz` charges to host ops); Liger
+comes from a wheel carried to the machine (it has no network). (defaults: --layers 4, --batch 1, --seq 4096,
+--steps 20, --warmup 3, --tflops 705, the H200's bf16 GEMM 8192^3 from docs/performance-anchors.md; `--tflops measure`
+times that GEMM instead). The CPU smoke test:
 
     python benchmarks/bench_train.py --tiny --impls eager,mojo [--check-fp64]
 
@@ -54,13 +55,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import json
 import math
 import os
 import platform
+import shutil
 import sys
 import time
 import traceback
+from typing import Optional
 
 import torch
 
@@ -259,7 +263,8 @@ def run_impl(name, config, family, args, weights, ids, timed=True):
     res["times_ms"] = times
     res["ms"] = median(times)
     if name in args.profile and device == "cuda":
-        res["profile_ms"] = profile_step(step, res["ms"])
+        trace = os.path.join(args.profile_trace, f"{name}_trace.json.gz") if args.profile_trace else None
+        res["profile_ms"] = profile_step(step, res["ms"], trace=trace)
         print_profile(name, res["profile_ms"], res["ms"])
 
 
@@ -296,7 +301,7 @@ def short_kernel_name(name: str, width: int = 66) -> str:
     return name[:width]
 
 
-def profile_step(step, step_ms: float, steps: int = 3) -> dict:
+def profile_step(step, step_ms: float, steps: int = 3, trace: Optional[str] = None) -> dict:
     """torch.profiler over `steps` steps: ms per step of GPU kernels by kind (kernel_kind), of the calls in
     CALL_ROWS (their kernels are also counted in their kinds), the heaviest kernels by name of the kinds that
     lump many ops together (NAMED_KINDS), and the step's time outside kernels (step_ms less the kernels' sum:
@@ -307,6 +312,13 @@ def profile_step(step, step_ms: float, steps: int = 3) -> dict:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
+    if trace:  # the whole timeline (chrome://tracing, Perfetto), gzipped: the launch gaps are read from it
+        os.makedirs(os.path.dirname(trace) or ".", exist_ok=True)
+        raw = trace[:-len(".gz")]
+        prof.export_chrome_trace(raw)
+        with open(raw, "rb") as src, gzip.open(trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.remove(raw)
     averages = prof.key_averages()
     kinds, named = {}, {}
     for e in averages:
@@ -425,6 +437,8 @@ def parse():
     p.add_argument("--profile", default="", metavar="IMPLS",
                    help="comma-separated impls whose step to profile after the timed steps (CUDA): GPU time by kind "
                         "of kernel, and the step's time outside kernels")
+    p.add_argument("--profile-trace", metavar="DIR",
+                   help="with --profile: also write each profiled impl's timeline to DIR/<impl>_trace.json.gz")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     args = p.parse_args()
     args.layers = args.layers or (2 if args.tiny else 4)
