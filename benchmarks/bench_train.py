@@ -439,6 +439,9 @@ def parse():
                         "of kernel, and the step's time outside kernels")
     p.add_argument("--profile-trace", metavar="DIR",
                    help="with --profile: also write each profiled impl's timeline to DIR/<impl>_trace.json.gz")
+    p.add_argument("--lce-chunk-mb", type=float, metavar="MB",
+                   help="an experiment: mojo's fused head + loss with chunks of this many MiB of logits "
+                        "(ops/linear_cross_entropy.py's LCE_CHUNK_BYTES; the row of the table says so)")
     p.add_argument("--json", metavar="OUT", help="write the results as JSON to OUT")
     args = p.parse_args()
     args.layers = args.layers or (2 if args.tiny else 4)
@@ -458,6 +461,10 @@ def parse():
 
 def main():
     args = parse()
+    if args.lce_chunk_mb:
+        from mojo_compile.ops import linear_cross_entropy as lce
+        lce.LCE_CHUNK_BYTES = int(args.lce_chunk_mb * 2 ** 20)
+        print(f"experiment: LCE_CHUNK_BYTES = {lce.LCE_CHUNK_BYTES >> 20} MiB")
     family, config = make_config(args)
     fl = floor(config, args)
     date = datetime.date.today().isoformat()
