@@ -84,8 +84,8 @@ def _view_base(node) -> Optional[Node]:
 
 
 def written_by(node: Node) -> list:
-    """The tensor arguments the in-place op `node` writes, by its schema (detach_ changes autograd metadata only,
-    no value: none)."""
+    """The tensor arguments the in-place op `node` writes, by its schema, those in a written list (`Tensor(a!)[]`:
+    `_foreach_mul_([x, ...])`, an `out=` list) included (detach_ changes autograd metadata only, no value: none)."""
     schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
     if schema is None or not schema.is_mutable or node.target is aten.detach_.default:
         return []
@@ -95,6 +95,8 @@ def written_by(node: Node) -> list:
             value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
             if isinstance(value, Node):
                 out.append(value)
+            elif isinstance(value, (list, tuple)):
+                out.extend(v for v in value if isinstance(v, Node))
     return out
 
 

@@ -60,6 +60,24 @@ def test_mask_written_in_place_after_it_was_built(target):
         assert "window" not in site.detail, site
 
 
+def causal_then_foreach_bias(q, k, v, bias):
+    s = q.shape[2]
+    above = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    mask = torch.zeros(s, s, dtype=q.dtype, device=q.device).masked_fill(above, float("-inf"))
+    torch._foreach_add_([mask], [bias])  # a write through a list argument (`Tensor(a!)[]`), after it was built
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_mask_written_through_a_foreach_list_keeps_the_write(target):
+    """The mask is causal only until a `_foreach_add_` adds a bias to it: a prover that reads writes off single
+    tensor arguments alone proves it causal and drops the bias."""
+    bias = torch.randn(S, S, device=DEVICE) * 3
+    report = check(causal_then_foreach_bias, target, False, bias)
+    for site in report.sites:
+        assert "causal" not in site.detail, site
+
+
 def broadcast_arange_of_one(q, k, v):
     s = q.shape[2]
     i = torch.arange(s, device=q.device)[:, None] + torch.arange(1, device=q.device)  # + 0, broadcast

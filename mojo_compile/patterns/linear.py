@@ -10,9 +10,10 @@ In the pre-dispatch ATen graph a bias-free projection is spelled
 
 and each spelling is one pattern. A linear with a bias (`aten.linear(x, w, b)`, `F.linear(x, w, b)`) has a third
 argument and matches none (eager's addmm stays). Both inputs must be float tensors of one dtype, w 2-D, the row count
-static and 1..4, and no gradient wanted (the ops have no backward: `needs_grad` of x or w refuses; decoding runs under
-torch.no_grad()). DTensors (tensor parallel) are refused: the ops declare no sharding, DTensor's matmul keeps its
-layouts.
+static and 1..4, no gradient wanted (the ops have no backward: `needs_grad` of x or w refuses; decoding runs under
+torch.no_grad()), and no autocast region of another dtype than x's in force (ambient, or entered in the graph): eager
+projects in autocast's dtype there, the ops in x's. DTensors (tensor parallel) are refused: the ops declare no
+sharding, DTensor's matmul keeps its layouts.
 
 The gated MLP of a decode step, `act(gate_proj(x)) * up_proj(x)`, is first fused by the gated_act family into
 `mojo.gated_act(linear(x, Wg), linear(x, Wu), act)` (priority 0); `gated_linear.<act>[.<spelling>]` (priority -5)
@@ -26,7 +27,9 @@ x with weights of one dtype and device into one `mojo.linear2` / `mojo.linear3` 
 cannot: Inductor's multi-output matcher binds every projection of the pattern to one node. The pass takes a node
 only where moving it to the group's first node changes nothing: its weight is computed before that node, it does
 not read another member's output (no data dependency), and nothing between them writes x or a weight in place (nor
-any op the pass cannot see into).
+any op the pass cannot see into): a write is read off the schema, written lists (`_foreach_mul_`) included, and it
+aliases x or a weight where their view chains or their traced values' storages meet (graph inputs that are views of
+one another).
 """
 from __future__ import annotations
 
@@ -66,6 +69,31 @@ def _rows_reason(x) -> str | None:
     return None
 
 
+def _autocast_reason(match, x) -> str | None:
+    """Why the matched projections run under an autocast region of another dtype than x's, or None. Eager's linear,
+    matmul and mm cast x and w to autocast's dtype there (the ambient region at compile time, or one the graph
+    enters); the ops compute in x's dtype (mojo::linear has no Autocast kernel; its torch reference would cast, the
+    kernels and the fake would not)."""
+    device = x.device.type
+    if not torch._C._is_autocast_available(device):
+        return None
+    stack = [torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None]
+    matched = set(match.nodes)
+    for n in match.nodes[0].graph.nodes:
+        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
+        if name == "_enter_autocast":  # (device_type, dtype, enabled, cache_enabled)
+            region, dtype, enabled = (*n.args[:3], *(None, None, True)[len(n.args[:3]):])
+            if region != device:
+                stack.append(stack[-1])
+            else:
+                stack.append((dtype or torch.get_autocast_dtype(device)) if enabled else None)
+        elif name == "_exit_autocast" and len(stack) > 1:
+            stack.pop()
+        elif n in matched and stack[-1] not in (None, x.dtype):
+            return f"autocast to {stack[-1]}: eager projects x ({x.dtype}) in that dtype, the GEMV ops in x's"
+    return None
+
+
 def _projection_reason(match, x_name: str, weight_names) -> str | None:
     """Why x @ w.T for the bound x and weights is not a decode GEMV the ops model, or None."""
     x = match_value(match, x_name)
@@ -83,7 +111,7 @@ def _projection_reason(match, x_name: str, weight_names) -> str | None:
             return f"{name} is {w.dtype}, x is {x.dtype}"
         if w.shape[1] != x.shape[-1]:
             return f"{name} {list(w.shape)} does not take x's last dim {x.shape[-1]}"
-    reason = _rows_reason(x)
+    reason = _rows_reason(x) or _autocast_reason(match, x)
     if reason:
         return reason
     for name in (x_name, *weight_names):
@@ -181,11 +209,15 @@ def _ancestors(node: Node, stop: int, order: dict) -> set:
 
 
 def _barrier_between(first: Node, node: Node, roots: set, nodes: list, order: dict) -> bool:
-    """Whether a node strictly between `first` and `node` writes a tensor aliasing one of `roots` in place, or is a
-    call the pass cannot see into (no schema): moving `node` up to `first` could then change what it reads."""
+    """Whether a node strictly between `first` and `node` writes in place a tensor aliasing one of `roots` -- by the
+    view chain, or by the traced values' storages (graph inputs that are views of one another; a view op that
+    declares no alias) -- or is a call the pass cannot see into (no schema): moving `node` up to `first` could then
+    change what it reads."""
     from ..canonicalize import written_by
+    from ..pieces import _storage
     from . import _alias_root
 
+    storages = {_storage(r.meta.get("val")) for r in roots} - {None}
     for n in nodes[order[first] + 1:order[node]]:
         if n.op != "call_function":
             continue
@@ -193,8 +225,9 @@ def _barrier_between(first: Node, node: Node, roots: set, nodes: list, order: di
             if n.target not in _HARMLESS:
                 return True
             continue
-        if any(_alias_root(w) in roots for w in written_by(n)):
-            return True
+        for w in written_by(n):
+            if _alias_root(w) in roots or _storage(w.meta.get("val")) in storages:
+                return True
     return False
 
 
