@@ -17,11 +17,11 @@ bounds and never syncs with the host to check; such a row's loss is NaN (it coun
 the loss is NaN) and its gradient row is NaN: the error shows in the loss instead of silently dropping the token.
 
 Backward: dlogits = (softmax(logits) - onehot(labels)) * g (the target (1 - eps) * onehot + eps / V with label
-smoothing), with g[i] = grad_loss (/ count for "mean";
-grad_loss[i] for "none"), 0 on ignored rows, written in the logits' dtype -- the only [N, V] tensor of the
-backward. Saved: the logits (alive anyway: the model returns them), labels and lse; the count is recomputed from the
-labels ([N], cheap). lse is differentiable too (d lse / d logits = softmax), for callers of the op itself; the
-patterns use only the loss.
+smoothing), with g[i] = grad_loss (/ count for "mean"; grad_loss[i] for "none"), 0 on ignored rows, written in the
+logits' dtype -- the only [N, V] tensor of the backward. A second-order gradient (create_graph=True): autograd
+through the torch reference's loss. Saved: the logits (alive anyway: the model returns them), labels and lse; the
+count is recomputed from the labels ([N], cheap). lse is differentiable too (d lse / d logits = softmax), for
+callers of the op itself; the patterns use only the loss.
 
 Implementations, registered below the ops (docs/adding-a-fusion.md):
   torch      fp32 per chunk of rows (lowering/reference.py's row math, which the linear cross-entropy shares);
@@ -120,10 +120,28 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad_loss, grad_lse):
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        return _differentiable_backward(ctx, grad_loss, grad_lse)
     logits, labels, lse = ctx.saved_tensors
     if grad_loss is None:
         grad_loss = lse.new_zeros(_loss_shape(logits, ctx.params[1]))
     return cross_entropy_backward(grad_loss, grad_lse, logits, labels, lse, *ctx.params), *[None] * 5
+
+
+def _differentiable_backward(ctx, grad_loss, grad_lse):
+    """dlogits that are differentiable themselves, for a second-order gradient (torch.autograd.grad(...,
+    create_graph=True), then a backward through it): autograd through the torch reference's loss (torch ops, fp32),
+    as eager differentiates its own. mojo::cross_entropy_backward has no autograd formula: without this, eager's
+    double backward ran where the compiled one raised."""
+    logits, labels, _ = ctx.saved_tensors
+    ignore_index, reduction, label_smoothing, _ = ctx.params
+    loss, lse = reference(logits, labels, ignore_index, reduction, label_smoothing)
+    pairs = [(o, g) for o, g in ((loss, grad_loss), (lse, grad_lse)) if g is not None]
+    if not pairs or not ctx.needs_input_grad[0]:
+        return None, *[None] * 5
+    outs, grads = zip(*pairs)
+    (dx,) = torch.autograd.grad(outs, (logits,), grads, create_graph=True, allow_unused=True)
+    return dx, *[None] * 5
 
 
 cross_entropy.register_autograd(_backward, setup_context=_setup)

@@ -21,8 +21,9 @@ are gone; dlogits comes back in the logits' dtype.
 Refused (left to eager): a class weight, a label_smoothing that is not a literal in [0, 1], logits that are not [N,
 V] where the loss reads them (cross_entropy of [B, C, d...] puts the classes at dim 1), logits other than bf16 /
 fp16 / fp32 (an fp64 tensor cast down), a float target (probabilities), an integer target that is not int64 [N], a
-symbolic ignore_index. bf16 logits without the cast (`F.cross_entropy(x_bf16, t)`: eager computes and returns the
-loss in bf16) do not match at all.
+symbolic ignore_index. A loss on another view of the logits than [N, V] (`x.view(B * T // 2, 2 * V)`: Inductor's
+first match ignores the view's sizes) fails the re-trace (rows_agree) and is left to the [N, V] form. bf16 logits
+without the cast (`F.cross_entropy(x_bf16, t)`: eager computes and returns the loss in bf16) do not match at all.
 """
 from __future__ import annotations
 
@@ -124,6 +125,18 @@ def _check(match, flatten: bool = False) -> bool:
     return True
 
 
+def rows_agree(x, labels) -> None:
+    """In a search function, after the view of the logits as [N, V] (V = the logits' last dim): raise where the
+    labels are not one per row of that view. Inductor's first match ignores the view's sizes, so a loss on another
+    view of the logits (`x.view(B * T // 2, 2 * V)`, labels [B * T // 2]) matches too; the re-trace with its shapes
+    then views [B * T, V] against those labels, where cross_entropy raises a ValueError that Inductor does not
+    catch (the compile failed where eager runs). A RuntimeError is a trace failure: no match, and the near miss
+    says why. (Shared with linear_cross_entropy.py.)"""
+    if labels.dim() >= 1 and statically_known_true(labels.shape[0] != x.shape[0]):
+        raise RuntimeError(f"the loss reads another view of the logits than [N, V] = {list(x.shape)} (labels "
+                           f"{list(labels.shape)})")
+
+
 def _forms(reduction: str, flatten: bool):
     """search / replace of the loss over `logits` as it comes ([..., V], cast to fp32 and viewed as [N, V] when
     flatten, else [N, V] already)."""
@@ -131,6 +144,7 @@ def _forms(reduction: str, flatten: bool):
         x = logits.float()
         if flatten:
             x = x.view(-1, logits.shape[-1])
+            rows_agree(x, labels)
         return F.cross_entropy(x, labels, weight=weight, ignore_index=ignore_index, reduction=reduction,
                                label_smoothing=label_smoothing)
 

@@ -25,7 +25,8 @@ Refused with a reason (left to the materialised form, which refuses the loss's o
 label_smoothing that is not a literal in [0, 1], a symbolic ignore_index, labels not int64 [N], hidden not bf16 /
 fp16 / fp32, a weight of another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py
 (`_cast_reason`): the loss must read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the
-linear itself where it is, with the linear's inputs the very nodes the replacement takes. A linear with a bias
+linear itself where it is, with the linear's inputs the very nodes the replacement takes. A loss on another view
+of the logits than [N, V] fails the re-trace (patterns/cross_entropy.py, rows_agree). A linear with a bias
 (`F.linear(h, W, b)`) does not match (a third argument): the materialised form fuses the loss alone.
 """
 from __future__ import annotations
@@ -39,7 +40,8 @@ from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import accepted_match, dtensor_reason, match_value, needs_grad, refuse, register_pattern
-from .cross_entropy import IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node, label_smoothing_reason
+from .cross_entropy import (IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node, label_smoothing_reason,
+                            rows_agree)
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -198,6 +200,7 @@ def _forms(reduction: str, flatten: bool, spelling: str):
         x = x.float()
         if flatten:
             x = x.view(-1, weight.shape[0])
+            rows_agree(x, labels)
         return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
                                label_smoothing=label_smoothing)
 
@@ -215,6 +218,7 @@ def _softcap_forms(reduction: str):
     def search(hidden, weight, labels, class_weight, ignore_index, label_smoothing, softcap):
         x = torch.tanh(F.linear(hidden, weight) / softcap) * softcap
         x = x.float().view(-1, weight.shape[0])
+        rows_agree(x, labels)
         return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
                                label_smoothing=label_smoothing)
 
@@ -234,6 +238,7 @@ def _scaled_forms(reduction: str, scaling: str):
         x = F.linear(hidden, weight)
         x = x * s if scaling == "scale" else x / s
         x = x.float().view(-1, weight.shape[0])
+        rows_agree(x, labels)
         return F.cross_entropy(x, labels, weight=class_weight, ignore_index=ignore_index, reduction=reduction,
                                label_smoothing=label_smoothing)
 
