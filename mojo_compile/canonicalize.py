@@ -100,19 +100,39 @@ def written_by(node: Node) -> list:
     return out
 
 
+def storage_of(node):
+    """The storage of node's traced tensor value, else None: views share their base's, and so do graph inputs that
+    are views of one another (`f(big[:2], big)`), which no view chain links (each placeholder is its own root)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    value = _val(node)
+    if not isinstance(value, torch.Tensor):
+        return None
+    try:
+        return StorageWeakRef(value.untyped_storage())
+    except (RuntimeError, NotImplementedError):  # a tensor subclass without a storage of its own
+        return None
+
+
 def _touched_by_mutation(node: Node) -> bool:
     """True when node, a tensor it is a view of, or a view of that tensor is written by an in-place op (StaticCache
-    index_copy_, ...). Memoised per graph: the set of written tensors and their view chains."""
+    index_copy_, ...), or its traced value shares a written tensor's storage (graph inputs that are views of one
+    another). Memoised per graph: the set of written tensors and their view chains, and their storages."""
     graph = node.graph
-    touched = getattr(graph, "_mojo_touched", None)
-    if touched is None:
-        touched = set()
+    memo = getattr(graph, "_mojo_touched", None)
+    if memo is None:
+        touched, storages = set(), set()
         for n in graph.nodes:
             for value in written_by(n):
+                storages.add(storage_of(value))
                 while isinstance(value, Node):
                     touched.add(value)
                     value = _view_base(value)
-        graph._mojo_touched = touched
+        storages.discard(None)
+        memo = graph._mojo_touched = (touched, storages)
+    touched, storages = memo
+    if storages and storage_of(node) in storages:
+        return True
     while node is not None:
         if node in touched:
             return True

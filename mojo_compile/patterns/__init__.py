@@ -550,7 +550,7 @@ def _written_later(match) -> Optional[str]:
     some outputs for its backward, where eager's ops saved copies of their own, and AOTAutograd refuses a saved
     tensor written in place. Leave such a site to eager. (A write before the match -- StaticCache's index_copy_
     into the cache attention then reads -- is no conflict.)"""
-    from ..canonicalize import _touched_by_mutation, written_by
+    from ..canonicalize import _touched_by_mutation, storage_of, written_by
 
     for out in match.output_nodes():
         if isinstance(out, Node) and _touched_by_mutation(out):
@@ -565,8 +565,9 @@ def _written_later(match) -> Optional[str]:
         if order[node] <= last or node.op != "call_function":
             continue
         for written in written_by(node):
-            for v in inputs:
-                if _alias_root(written) is _alias_root(v):
+            for v in inputs:  # aliases by the view chain, or by the storage (inputs that are views of one another)
+                if _alias_root(written) is _alias_root(v) or storage_of(v) is not None \
+                        and storage_of(v) == storage_of(written):
                     return f"{v.name}, an input, is written in place after it is read ({node.format_node()})"
     return None
 

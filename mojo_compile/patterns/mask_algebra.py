@@ -22,7 +22,7 @@ import torch
 from torch.fx import Node
 
 from .. import pattern_cache
-from ..canonicalize import _view_base, written_by
+from ..canonicalize import _view_base, storage_of, written_by
 
 aten = torch.ops.aten
 INT64_MAX = 9223372036854775807
@@ -235,20 +235,30 @@ RULES = {
 class Writes:
     """Where a graph's in-place ops write (a StaticCache's index_copy_ into its cache, the `add_` of its write
     counter, `m[:, 0] = True`): each written tensor, with the tensors it is a view of, -> the positions of its
-    writes in the graph."""
+    writes in the graph; and each written storage -> those positions (graph inputs that are views of one another
+    share a storage, not a view chain: `f(positions=base[:5], base)` writing base)."""
 
     def __init__(self, graph):
-        self.position, self.at = {}, {}
+        self.position, self.at, self.in_storage = {}, {}, {}
         for position, node in enumerate(graph.nodes):
             self.position[node] = position
             for value in written_by(node):
+                storage = storage_of(value)
+                if storage is not None:
+                    self.in_storage.setdefault(storage, []).append(position)
                 while isinstance(value, Node):
                     self.at.setdefault(value, []).append(position)
                     value = _view_base(value)
 
+    def _storage_written(self, node: Node, low: int, high: int) -> bool:
+        """Whether node's storage is written strictly between positions low and high."""
+        return any(low < p < high for p in self.in_storage.get(storage_of(node), ())) if self.in_storage else False
+
     def between(self, node: Node, start: Node, end: Node) -> bool:
         """Whether node, or a tensor it is a view of, is written in place after `start` and before `end`."""
         low, high = self.position[start], self.position[end]
+        if self._storage_written(node, low, high):
+            return True
         while node is not None:
             if any(low < p < high for p in self.at.get(node, ())):
                 return True
@@ -259,6 +269,9 @@ class Writes:
         """Whether node, or a tensor it is a view of, is written in place before `reader` reads it (then what
         reader reads is not the value node was computed with)."""
         limit = self.position[reader]
+        # by the storage, only writes after node is made (node itself may be the in-place op that made its value)
+        if self._storage_written(node, self.position[node], limit):
+            return True
         while node is not None:
             if any(p < limit for p in self.at.get(node, ())):
                 return True
