@@ -100,18 +100,22 @@ def written_by(node: Node) -> list:
     return out
 
 
-def storage_of(node):
-    """The storage of node's traced tensor value, else None: views share their base's, and so do graph inputs that
-    are views of one another (`f(big[:2], big)`), which no view chain links (each placeholder is its own root)."""
+def value_storage(value):
+    """The storage of a traced tensor value, else None: views share their base's."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
-    value = _val(node)
     if not isinstance(value, torch.Tensor):
         return None
     try:
         return StorageWeakRef(value.untyped_storage())
     except (RuntimeError, NotImplementedError):  # a tensor subclass without a storage of its own
         return None
+
+
+def storage_of(node):
+    """The storage of node's traced value (value_storage): graph inputs that are views of one another
+    (`f(big[:2], big)`) share one, which no view chain links (each placeholder is its own root)."""
+    return value_storage(_val(node))
 
 
 def _touched_by_mutation(node: Node) -> bool:

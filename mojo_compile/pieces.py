@@ -29,6 +29,8 @@ from typing import Any, Callable, Optional
 import torch
 from torch.fx import GraphModule, Node
 
+from .canonicalize import value_storage
+
 log = logging.getLogger("mojo_compile")
 
 DEFAULT_PIECE_MB = 256.0
@@ -81,7 +83,7 @@ def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
 
     first_seen: dict = {}
     for node in gm.graph.nodes:
-        storage = _storage(node.meta.get("val"))
+        storage = value_storage(node.meta.get("val"))
         if storage is None:
             continue
         seen = min((order[u] for u in node.users), default=order[node]) if node.op == "placeholder" else order[node]
@@ -89,7 +91,7 @@ def _blocked(gm: GraphModule, order: dict[Node, int]) -> list[bool]:
     spans = [0] * (len(order) + 1)  # +1 where a blocked span opens, -1 past where it closes: one pass, not N x span
     for node in gm.graph.nodes:
         for written in written_by(node):
-            storage = _storage(written.meta.get("val"))
+            storage = value_storage(written.meta.get("val"))
             start = first_seen.get(storage, order[written]) if storage is not None else order[written]
             if start < order[node]:
                 spans[start + 1] += 1
@@ -108,11 +110,11 @@ def _crossing_bytes(gm: GraphModule, order: dict[Node, int]) -> list[int]:
     a SwiGLU's gate and its down projection keeps a [tokens, intermediate] tensor alive that the activation's
     recompute would not. Graph inputs are alive wherever the cuts are: not counted; nor is the output node's read of
     a returned value (a returned value read again later in the graph does count, up to that read)."""
-    inputs = {_storage(p.meta.get("val")) for p in gm.graph.find_nodes(op="placeholder")}
+    inputs = {value_storage(p.meta.get("val")) for p in gm.graph.find_nodes(op="placeholder")}
     spans: dict = {}  # storage -> [made at, last read at, bytes]
     for node in gm.graph.nodes:
         value = node.meta.get("val")
-        storage = _storage(value)
+        storage = value_storage(value)
         if node.op in ("placeholder", "output") or storage is None or storage in inputs:
             continue
         last = max((order[u] for u in node.users if u.op != "output"), default=order[node])
@@ -205,20 +207,11 @@ class _Piece(torch.nn.Module):
         return out[0] if self.unwrap and isinstance(out, (tuple, list)) else out
 
 
-def _storage(value):
-    """The storage of a traced tensor value (views share their base's), else None."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
-    if isinstance(value, torch.Tensor):
-        return StorageWeakRef(value.untyped_storage())
-    return None
-
-
 def _output_storages(gm: GraphModule) -> set:
     """The storages of what the graph returns, by its traced values."""
     output = next(iter(gm.graph.find_nodes(op="output")))
     found = set()
-    torch.fx.map_arg(output.args, lambda n: found.add(_storage(n.meta.get("val"))))
+    torch.fx.map_arg(output.args, lambda n: found.add(value_storage(n.meta.get("val"))))
     found.discard(None)
     return found
 
@@ -253,7 +246,7 @@ class _CompileEach(torch.fx.Interpreter):
         # functorch.config.donated_buffer). A piece's input that the whole graph also returns (or a view of it)
         # must not be: the caller's tensor would change under the backward. Whole, the graph knows its outputs;
         # a piece does not, so where such an input reaches it, it donates nothing.
-        inputs_escape = any(_storage(p.meta.get("val")) in self.escaping
+        inputs_escape = any(value_storage(p.meta.get("val")) in self.escaping
                             for p in original.graph.find_nodes(op="placeholder"))
         with torch._functorch.config.patch(donated_buffer=False) if inputs_escape else nullcontext():
             compiled = self.compile_piece(GraphModule(original, graph), list(args))

@@ -213,11 +213,10 @@ def _barrier_between(first: Node, node: Node, roots: set, nodes: list, order: di
     view chain, or by the traced values' storages (graph inputs that are views of one another; a view op that
     declares no alias) -- or is a call the pass cannot see into (no schema): moving `node` up to `first` could then
     change what it reads."""
-    from ..canonicalize import written_by
-    from ..pieces import _storage
+    from ..canonicalize import storage_of, written_by
     from . import _alias_root
 
-    storages = {_storage(r.meta.get("val")) for r in roots} - {None}
+    storages = {storage_of(r) for r in roots} - {None}
     for n in nodes[order[first] + 1:order[node]]:
         if n.op != "call_function":
             continue
@@ -226,7 +225,7 @@ def _barrier_between(first: Node, node: Node, roots: set, nodes: list, order: di
                 return True
             continue
         for w in written_by(n):
-            if _alias_root(w) in roots or _storage(w.meta.get("val")) in storages:
+            if _alias_root(w) in roots or storage_of(w) in storages:
                 return True
     return False
 
