@@ -26,6 +26,22 @@ WITH_INDUCTOR = TARGETS + ["torch+inductor"]
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}  # the kernels' dtypes, by test id
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_script(*path: str):
+    """A script of the repository (scripts/, benchmarks/) imported as a module, by its path below the root; kept in
+    sys.modules under its name while the tests use it (dataclasses resolve annotations through sys.modules)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(os.path.splitext(path[-1])[0], os.path.join(ROOT, *path))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def interpreter_loops_from_a_program_id() -> bool:
     """Whether this Triton's interpreter runs `range(tl.program_id(0), n, tl.num_programs(0))` (3.9 does; 3.6's
     turns the program id into a 1-element array that `range` refuses): the persistent kernels' loop. Compiled

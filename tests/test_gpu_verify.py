@@ -1,20 +1,16 @@
 """scripts/gpu_verify.py's sharding: files dealt out by their GPU seconds from junit reports, each file in one
 shard."""
-import importlib.util
 import json
 import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def gpu_verify():
-    spec = importlib.util.spec_from_file_location("gpu_verify", os.path.join(ROOT, "scripts", "gpu_verify.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts", "gpu_verify.py")
 
 
 def test_file_seconds_sums_each_files_tests(gpu_verify, tmp_path):

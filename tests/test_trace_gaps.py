@@ -1,21 +1,16 @@
 """benchmarks/trace_gaps.py: the GPU's idle gaps in a profiler timeline, each charged to the host op that launched
 the kernel ending it late, on a synthetic Kineto trace."""
 import gzip
-import importlib.util
 import json
-import os
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import load_script
 
 
 @pytest.fixture(scope="module")
 def trace_gaps():
-    spec = importlib.util.spec_from_file_location("trace_gaps", os.path.join(ROOT, "benchmarks", "trace_gaps.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks", "trace_gaps.py")
 
 
 def _kernel(name, ts, dur, corr, stream=7):
