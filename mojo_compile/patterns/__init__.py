@@ -13,6 +13,7 @@ Scalars such as eps are captured from the graph (`scalars=`), never burned in.
 from __future__ import annotations
 
 import collections
+import contextlib
 import difflib
 import fnmatch
 import functools
@@ -37,8 +38,8 @@ log = logging.getLogger("mojo_compile")
 
 __all__ = ["Pattern", "PatternError", "register_pattern", "unregister_pattern", "registered_patterns",
            "trace_pre_dispatch", "rewrite", "symbolic_scalar", "match_value", "with_signature", "unmodelled_kwarg",
-           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions", "dtensor_reason", "GraphPass",
-           "register_graph_pass", "registered_graph_passes"]
+           "mark_grad_inputs", "needs_grad", "refuse", "accepted_match", "load_fusions", "dtensor_reason",
+           "autocast_reason", "GraphPass", "register_graph_pass", "registered_graph_passes"]
 
 ENTRY_POINT_GROUP = "mojo_compile.fusions"  # a package's fusion module, imported after the built-ins
 
@@ -139,6 +140,28 @@ def trace_pre_dispatch(fn: Callable, args: Sequence[Any], **_: Any) -> GraphModu
     return gm
 
 
+def _autocast_on(device: str) -> bool:
+    try:
+        return torch._C._is_autocast_available(device) and torch.is_autocast_enabled(device)
+    except RuntimeError:  # a device type this torch does not know (npu without torch_npu)
+        return False
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "npu", "mps", "hpu", "mtia", "xla")
+
+
+def _registration_trace(fn: Callable, args: Sequence[Any]) -> GraphModule:
+    """A pattern's registration trace, the same whatever compile first needs it: outside any ambient autocast, which
+    would change the pattern (the fp32 LM head's logits traced bf16 keep a `.float()` the fp32 form has not: the
+    fusion missed). The trace is kept on disk (pattern_cache) for later processes too. (The per-candidate re-traces
+    follow the compile's autocast, as the graph's values do.)"""
+    with contextlib.ExitStack() as stack:
+        for device in _AUTOCAST_DEVICES:
+            if _autocast_on(device):
+                stack.enter_context(torch.autocast(device, enabled=False))
+        return trace_pre_dispatch(fn, args)
+
+
 class _Tracer:
     """The trace function one pattern input set hands Inductor's register_replacement, which calls it
       - first to trace the search function for registration: from pattern_cache for a built-in pattern;
@@ -154,9 +177,9 @@ class _Tracer:
     def __call__(self, fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
         if self.registration_trace is None:
             if self.pattern.builtin:
-                self.registration_trace = pattern_cache.traced(self.pattern.name, trace_pre_dispatch, fn, args)
+                self.registration_trace = pattern_cache.traced(self.pattern.name, _registration_trace, fn, args)
             else:
-                self.registration_trace = trace_pre_dispatch(fn, args)
+                self.registration_trace = _registration_trace(fn, args)
             return self.registration_trace
         if fn is not self.pattern.search:
             return trace_pre_dispatch(fn, args)
@@ -542,6 +565,35 @@ def dtensor_reason(match, names: Sequence[str], ops: str) -> Optional[str]:
     if not on_dtensors:
         return None
     return f"{', '.join(on_dtensors)}: a DTensor; {ops} declare no sharding, so this is left to DTensor"
+
+
+def autocast_reason(match, x, consequence: str) -> Optional[str]:
+    """For the extra_check of a pattern whose matched code autocast changes but whose op does not follow it (a
+    projection: linear, matmul and mm are on autocast's lower-precision list, and eager casts x and w to autocast's
+    dtype there; a Mojo op without an Autocast kernel computes in x's): why the matched nodes run under an autocast
+    region of another dtype than x's (x: the fake value of the input autocast would cast), or None. The region is
+    the ambient one at compile time (Dynamo guards it) or one the graph enters (`_enter_autocast` ...
+    `_exit_autocast`, nested `enabled=False` included), read off the graph: inside a region the traced values'
+    dtypes do not show autocast. The reason reads "autocast to <dtype>: <consequence>" (decode linears, the LM head
+    with the loss)."""
+    device = x.device.type
+    if not torch._C._is_autocast_available(device):
+        return None
+    stack = [torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None]
+    matched = set(match.nodes)
+    for n in match.nodes[0].graph.nodes:
+        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
+        if name == "_enter_autocast":  # (device_type, dtype, enabled, cache_enabled)
+            region, dtype, enabled = (*n.args[:3], *(None, None, True)[len(n.args[:3]):])
+            if region != device:
+                stack.append(stack[-1])
+            else:
+                stack.append((dtype or torch.get_autocast_dtype(device)) if enabled else None)
+        elif name == "_exit_autocast" and len(stack) > 1:
+            stack.pop()
+        elif n in matched and stack[-1] not in (None, x.dtype):
+            return f"autocast to {stack[-1]}: {consequence}"
+    return None
 
 
 def _written_later(match) -> Optional[str]:

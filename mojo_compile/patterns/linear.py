@@ -42,7 +42,8 @@ from torch.fx import Node
 
 from ..lowering.reference import ACTIVATIONS
 from ..ops.linear import MAX_ROWS, rows
-from . import dtensor_reason, match_value, needs_grad, refuse, register_graph_pass, register_pattern
+from . import (autocast_reason, dtensor_reason, match_value, needs_grad, refuse, register_graph_pass,
+               register_pattern)
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -69,31 +70,6 @@ def _rows_reason(x) -> str | None:
     return None
 
 
-def _autocast_reason(match, x) -> str | None:
-    """Why the matched projections run under an autocast region of another dtype than x's, or None. Eager's linear,
-    matmul and mm cast x and w to autocast's dtype there (the ambient region at compile time, or one the graph
-    enters); the ops compute in x's dtype (mojo::linear has no Autocast kernel; its torch reference would cast, the
-    kernels and the fake would not)."""
-    device = x.device.type
-    if not torch._C._is_autocast_available(device):
-        return None
-    stack = [torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None]
-    matched = set(match.nodes)
-    for n in match.nodes[0].graph.nodes:
-        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
-        if name == "_enter_autocast":  # (device_type, dtype, enabled, cache_enabled)
-            region, dtype, enabled = (*n.args[:3], *(None, None, True)[len(n.args[:3]):])
-            if region != device:
-                stack.append(stack[-1])
-            else:
-                stack.append((dtype or torch.get_autocast_dtype(device)) if enabled else None)
-        elif name == "_exit_autocast" and len(stack) > 1:
-            stack.pop()
-        elif n in matched and stack[-1] not in (None, x.dtype):
-            return f"autocast to {stack[-1]}: eager projects x ({x.dtype}) in that dtype, the GEMV ops in x's"
-    return None
-
-
 def _projection_reason(match, x_name: str, weight_names) -> str | None:
     """Why x @ w.T for the bound x and weights is not a decode GEMV the ops model, or None."""
     x = match_value(match, x_name)
@@ -111,7 +87,8 @@ def _projection_reason(match, x_name: str, weight_names) -> str | None:
             return f"{name} is {w.dtype}, x is {x.dtype}"
         if w.shape[1] != x.shape[-1]:
             return f"{name} {list(w.shape)} does not take x's last dim {x.shape[-1]}"
-    reason = _rows_reason(x) or _autocast_reason(match, x)
+    reason = _rows_reason(x) or autocast_reason(
+        match, x, f"eager projects x ({x.dtype}) in that dtype, the GEMV ops in x's")
     if reason:
         return reason
     for name in (x_name, *weight_names):

@@ -23,11 +23,13 @@ check below says so too. There the materialised form (mojo::cross_entropy) takes
 
 Refused with a reason (left to the materialised form, which refuses the loss's own reasons again): a class weight, a
 label_smoothing that is not a literal in [0, 1], a symbolic ignore_index, labels not int64 [N], hidden not bf16 /
-fp16 / fp32, a weight of another dtype or not [V, H], and the cast-binding trap of patterns/cross_entropy.py
-(`_cast_reason`): the loss must read `to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the
-linear itself where it is, with the linear's inputs the very nodes the replacement takes. A loss on another view
-of the logits than [N, V] fails the re-trace (patterns/cross_entropy.py, rows_agree). A linear with a bias
-(`F.linear(h, W, b)`) does not match (a third argument): the materialised form fuses the loss alone.
+fp16 / fp32, a weight of another dtype or not [V, H], an autocast region of another dtype than hidden's (ambient, or
+entered in the graph: eager's head computes the logits in autocast's dtype, the op in hidden's; `autocast_reason`),
+and the cast-binding trap of patterns/cross_entropy.py (`_cast_reason`): the loss must read
+`to(linear(hidden, weight), fp32)` exactly where hidden is not fp32 and the linear itself where it is, with the
+linear's inputs the very nodes the replacement takes. A loss on another view of the logits than [N, V] fails the
+re-trace (patterns/cross_entropy.py, rows_agree). A linear with a bias (`F.linear(h, W, b)`) does not match (a third
+argument): the materialised form fuses the loss alone.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ import torch.nn.functional as F
 from torch.fx import Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from . import accepted_match, dtensor_reason, match_value, needs_grad, refuse, register_pattern
+from . import accepted_match, autocast_reason, dtensor_reason, match_value, needs_grad, refuse, register_pattern
 from .cross_entropy import (IGNORE_INDEX, LABEL_SMOOTHING, LOGIT_DTYPES, REDUCTIONS, _loss_node, label_smoothing_reason,
                             rows_agree)
 
@@ -169,6 +171,10 @@ def _check(match, flatten: bool, spelling: str, softcap: bool = False, scaling: 
         return refuse(f"hidden {list(hidden.shape)} is not [..., H]")
     if weight.dim() != 2 or weight.dtype != hidden.dtype:
         return refuse(f"weight {weight.dtype} {list(weight.shape)} is not [V, H] in hidden's dtype")
+    reason = autocast_reason(match, hidden, f"eager computes the LM head's logits in that dtype, the fused op in "
+                                            f"hidden's ({hidden.dtype})")
+    if reason:
+        return refuse(reason)
     if labels.dtype.is_floating_point:
         return refuse(f"a float target {labels.dtype} (class probabilities), not class indices")
     if labels.dtype != torch.int64:
