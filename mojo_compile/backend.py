@@ -99,6 +99,18 @@ def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional
         why = dtensor.unsupported(gm)
         if why is not None:
             return f"a graph of DTensors with a call the global view cannot trace ({why})"
+    enter_autocast = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
+    if enter_autocast is not None and any(len(n.args) < 3 or n.args[2] for n in gm.graph.find_nodes(
+            op="call_function", target=enter_autocast)):
+        # the pre-dispatch trace records the region without entering it: the values inside it, and those made from
+        # them, are traced in the wrong dtype (a bf16 projection taken for fp32), which patterns and canonicalisation
+        # would decide on. (An enabled=False region, as HF's rotary angles, changes nothing outside ambient autocast.)
+        return "an autocast region inside the graph, whose dtypes the pre-dispatch trace does not follow"
+    enter_inference_mode = getattr(torch.autograd.grad_mode, "_enter_inference_mode", None)
+    if enter_inference_mode is not None and gm.graph.find_nodes(op="call_function", target=enter_inference_mode):
+        # the pre-dispatch re-trace runs Dynamo's inference-mode calls instead of recording them: the region's outputs
+        # would come back requiring grad where eager's do not
+        return "an inference_mode region inside the graph, which the pre-dispatch trace does not keep"
     return None
 
 

@@ -119,9 +119,10 @@ def test_detached_bias_still_fuses(target):
 @pytest.mark.parametrize("target", WITH_INDUCTOR)
 @pytest.mark.parametrize("ambient", [False, True])
 def test_autocast_gives_the_autocast_dtype(ambient, target):
-    """Under torch.autocast SDPA computes in the autocast dtype (its inputs are cast): so does the op, whether the
-    region is inside the compiled code or around the call. Tolerance: both round the output to bf16 once from fp32
-    arithmetic (2 bf16 ulps apart at most, 2**-7 relative)."""
+    """Under torch.autocast SDPA computes in the autocast dtype (its inputs are cast): so does the op, with the
+    region around the call. A region inside the compiled code leaves the graph unrewritten (the pre-dispatch trace
+    does not follow its dtypes: backend._untraceable), with eager's dtype too. Tolerance: both round the output to
+    bf16 once from fp32 arithmetic (2 bf16 ulps apart at most, 2**-7 relative)."""
     def inner(q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
@@ -136,7 +137,7 @@ def test_autocast_gives_the_autocast_dtype(ambient, target):
             ref = inner(q, k, v)
     else:
         got, ref = compiled(region, target)(q, k, v), region(q, k, v)
-    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    assert mojo_compile.last_report().counts() == ({"mojo.attention": 1} if ambient else {})
     assert got.dtype == ref.dtype == torch.bfloat16
     torch.testing.assert_close(got.float(), ref.float(), rtol=2 ** -7, atol=2 ** -7)
 

@@ -154,15 +154,16 @@ def autocast_inside(x, a, b, c):
 @pytest.mark.parametrize("target", TARGETS)
 def test_autocast_region_in_the_graph(target, caplog):
     """Under autocast eager projects fp32 x and w in bf16 and returns bf16. The ops compute in x's dtype (the ttx
-    kernels: an fp32 result): a projection inside an autocast region of another dtype is left to eager, with the
-    reason; one outside it, or in a nested disabled region, still fuses. Found by this review: ttx returned fp32
-    (rel. error 2e-3 against eager's bf16); the torch target cast inside the op (bf16) where its fake said fp32, and
-    under Inductor returned fp32 (test_inductor_foreach_write_and_autocast)."""
+    kernels: an fp32 result). Found by this review: ttx returned fp32 (rel. error 2e-3 against eager's bf16); the
+    torch target cast inside the op (bf16) where its fake said fp32, and under Inductor returned fp32
+    (test_inductor_foreach_write_and_autocast). A graph with an autocast region is now left unrewritten (the
+    pre-dispatch trace does not follow the region's dtypes: backend._untraceable), with the reason; an ambient
+    region is refused per match (test_ambient_autocast)."""
     args = [randn(2, 8)] + [randn(*W) for _ in range(3)]
     with torch.no_grad(), caplog.at_level(logging.DEBUG, logger="mojo_compile"):
         found = check(autocast_inside, args, target, exact_args=args)
-    assert found.count("mojo.linear") == 2 and "mojo.gated_linear" not in found, found
-    assert "autocast to torch.bfloat16" in caplog.text
+    assert found == [], found
+    assert "an autocast region inside the graph" in caplog.text
 
 
 @pytest.mark.parametrize("target", TARGETS)
