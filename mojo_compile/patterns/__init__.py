@@ -580,8 +580,12 @@ def autocast_reason(match, x, consequence: str) -> Optional[str]:
     if not torch._C._is_autocast_available(device):
         return None
     stack = [torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else None]
+    graph = match.nodes[0].graph
+    enter = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
+    if stack[0] is None and enter is not None and not graph.find_nodes(op="call_function", target=enter):
+        return None  # no autocast at all (every match of a graph without it: no walk over the graph per match)
     matched = set(match.nodes)
-    for n in match.nodes[0].graph.nodes:
+    for n in graph.nodes:
         name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
         if name == "_enter_autocast":  # (device_type, dtype, enabled, cache_enabled)
             region, dtype, enabled = (*n.args[:3], *(None, None, True)[len(n.args[:3]):])
@@ -610,6 +614,7 @@ def _written_later(match) -> Optional[str]:
     inputs = [v for v in match.kwargs.values() if isinstance(v, Node) and _touched_by_mutation(v)]
     if not inputs:
         return None
+    storages = [storage_of(v) for v in inputs]
     graph = match.nodes[0].graph
     order = {n: i for i, n in enumerate(graph.nodes)}
     last = max(order[n] for n in match.nodes if n in order)
@@ -617,9 +622,10 @@ def _written_later(match) -> Optional[str]:
         if order[node] <= last or node.op != "call_function":
             continue
         for written in written_by(node):
-            for v in inputs:  # aliases by the view chain, or by the storage (inputs that are views of one another)
-                if _alias_root(written) is _alias_root(v) or storage_of(v) is not None \
-                        and storage_of(v) == storage_of(written):
+            written_storage = storage_of(written)
+            for v, storage in zip(inputs, storages):  # aliases by the view chain, or by the storage (inputs that
+                # are views of one another)
+                if _alias_root(written) is _alias_root(v) or (storage is not None and storage == written_storage):
                     return f"{v.name}, an input, is written in place after it is read ({node.format_node()})"
     return None
 
