@@ -140,13 +140,24 @@ def module_path(node: Node, root: bool = True) -> str:
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return root_name() if root else ""
-    path = list(stack.values())[-1][0]
+    paths = [entry[0] for entry in stack.values()]
+    # A module reached through a global (a user's module-level norm, or transformers' hub-kernel wrappers, which
+    # turn `apply_rotary_pos_emb` into a module) has no path in the model: the site is named by the innermost
+    # module of the model around it, or by the global's name where none is.
+    in_model = [path for path in paths if not path.startswith("G[")]
+    path = in_model[-1] if in_model else _global_name(paths[-1])
     path = re.sub(r"^L\['[^']*'\](\[\d+\])*\.?", "", path)  # L['self'] or L['args'][0]: the compiled module
     path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
     path = re.sub(r"\[(\d+)\]", r".\1", path)
     path = re.sub(r"\['([^']+)'\]", r".\1", path)
     path = path.lstrip(".")
     return path or (root_name() if root else "")
+
+
+def _global_name(path: str) -> str:
+    """`G['norm']` -> `norm`; `G['__import_a_dot_b'].f` (Dynamo's name for a module it imported) -> `a.b.f`."""
+    path = re.sub(r"^G\['__import_([^']+)'\]", lambda m: m.group(1).replace("_dot_", "."), path)
+    return re.sub(r"^G\['([^']+)'\]", r"\1", path)
 
 
 def root_name() -> str:

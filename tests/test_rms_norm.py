@@ -225,6 +225,40 @@ def test_residual_chain(norm, target):
         torch.testing.assert_close(out, block(x), rtol=0.05, atol=0.05)  # bf16, through a Linear
 
 
+SHARED_NORM = Llama(64)  # a module reached through a global, as transformers' hub-kernel wrappers are
+
+
+class UsesSharedNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        return SHARED_NORM(self.attn(x))
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = UsesSharedNorm()
+
+    def forward(self, x):
+        return self.inner(x)
+
+
+def test_site_reached_through_a_global_module_is_named_by_the_model():
+    """The report names a site by its place in the compiled model. A module the model calls through a global has no
+    place there: the site is the model module around it (`inner`); with no model module around it, the global."""
+    x = torch.randn(2, 5, 64)
+    compiled(Outer(), "torch")(x)
+    assert [s.source for s in mojo_compile.last_report().sites] == ["inner"]
+
+    torch._dynamo.reset()
+    mojo_compile.reset_report()
+    compiled(lambda t: SHARED_NORM(t), "torch")(x)
+    assert [s.source for s in mojo_compile.last_report().sites] == ["SHARED_NORM"]
+
+
 def test_sum_used_elsewhere_comes_from_the_op():
     class Block(nn.Module):
         def __init__(self):
