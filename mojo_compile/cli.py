@@ -5,6 +5,7 @@
     mojo-compile bisect  SCRIPT [-- ARGS...]             the pattern, then the site, that makes a graph differ
     mojo-compile diff    SCRIPT [-- ARGS...]             each graph before and after rewriting (pre-dispatch ATen)
     mojo-compile patterns [--json] [--family F]          the registered patterns and graph passes, in applying order
+    mojo-compile warm-cache                              trace the built-in patterns into MOJO_CACHE_DIR now
     mojo-compile --version
 
 SCRIPT is a Python file that compiles with backend="mojo"; the arguments after `--` are its own (every flag before
@@ -157,6 +158,27 @@ def _patterns(args) -> int:
     return 0
 
 
+def _warm_cache(args) -> int:
+    """A first compile in a fresh cache directory traces ~250 pattern input sets (seconds); this does it ahead, e.g.
+    when a serving image is built, so that the first compile of each later process reads them."""
+    import time
+
+    import torch
+
+    from mojo_compile import pattern_cache, patterns
+
+    start = time.perf_counter()
+    patterns.load_fusions()
+    try:
+        sets = patterns.warm_cache()
+    except RuntimeError as e:
+        print(f"mojo-compile: nothing cached: {e}", file=sys.stderr)
+        return 1
+    print(f"mojo-compile: {sets} pattern input sets traced into {pattern_cache.cache_dir()} "
+          f"(torch {torch.__version__}) in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def _version() -> str:
     import torch
 
@@ -200,6 +222,9 @@ def _parser() -> argparse.ArgumentParser:
     patterns.add_argument("--json", action="store_true")
     patterns.add_argument("--family", help="only this family")
     patterns.set_defaults(run=_patterns)
+    warm = sub.add_parser("warm-cache", help="trace the built-in patterns into the pattern cache (MOJO_CACHE_DIR) "
+                                             "ahead of the first compile")
+    warm.set_defaults(run=_warm_cache)
     return parser
 
 

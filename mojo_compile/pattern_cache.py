@@ -85,6 +85,11 @@ def _rules_are_ours() -> bool:
     return all((getattr(rule, "__module__", None) or "").split(".")[0] == package for rule in RULES.values())
 
 
+def keeps_traces() -> bool:
+    """Whether this process writes the built-in patterns' traces (the cache is on, every rule is ours)."""
+    return enabled() and _rules_are_ours()
+
+
 def describe_argument(value) -> Any:
     """What of a traced argument can change its trace. Raises Unkeepable for a symbolic size."""
     if isinstance(value, torch.Tensor):

@@ -155,6 +155,29 @@ def test_a_warm_rewrite_registers_only_the_patterns_the_graph_can_have(cache_dir
         assert warm_counts.get("mojo.qk_norm_rope") == 3 and "qk_norm_rope" in registered
 
 
+def test_warm_cache_ahead_leaves_a_first_compile_nothing_to_trace(cache_dir, monkeypatch, capsys):
+    """`mojo-compile warm-cache` (e.g. when a serving image is built) traces every built-in set: a later process's
+    first compile reads every registration trace and every summary, and fuses what a cold compile fuses."""
+    from mojo_compile import cli
+
+    assert cli.main(["warm-cache"]) == 0
+    total = sum(len(p._sets) for p in patterns.registered_patterns() if p.builtin)
+    assert f"{total} pattern input sets traced into {cache_dir}" in capsys.readouterr().out
+    assert len(entries(cache_dir)) >= registered_count() > 100
+
+    pattern_cache._SUMMARIES.clear()  # a new process: the summaries come from the file
+    patterns.forget_traces()
+    monkeypatch.setattr(patterns, "_registration_trace", lambda *a: pytest.fail("a registration trace"))
+    model, ids = tiny_llama(), torch.randint(0, 128, (2, 11), device=DEVICE)
+    with torch.no_grad():
+        warm, counts = compiled_logits(model, ids)
+    assert counts.get("mojo.rms_norm") and torch.equal(warm, model(ids).logits)
+
+    monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+    assert cli.main(["warm-cache"]) == 1
+    assert "the pattern cache is off" in capsys.readouterr().err
+
+
 def test_switched_off_it_neither_reads_nor_writes(cache_dir, monkeypatch):
     monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
     monkeypatch.setattr(pattern_cache, "load", lambda key: pytest.fail("read"))

@@ -496,6 +496,22 @@ def _compile(pattern: Pattern) -> None:
             _register(pattern, item)
 
 
+def warm_cache() -> int:
+    """Trace every input set of every built-in pattern into the pattern cache (and its summaries), as a first
+    compile in a fresh cache directory does: for a container image or a CI runner to pay that fixed cost when it
+    is built (`mojo-compile warm-cache`). Returns the number of input sets; raises RuntimeError where the cache
+    is off or a user's canonicalisation rule makes traces unkeepable."""
+    if not pattern_cache.enabled():
+        raise RuntimeError("the pattern cache is off (MOJO_PATTERN_CACHE=0)")
+    if not pattern_cache.keeps_traces():
+        raise RuntimeError("a canonicalisation rule from outside mojo_compile is registered: traces are not kept")
+    builtins = [p for p in registered_patterns() if p.builtin]
+    for pattern in builtins:
+        _compile(pattern)
+    pattern_cache.save_summaries()
+    return sum(len(p._sets) for p in builtins)
+
+
 def registered_passes(chosen: Sequence[Pattern]) -> list[tuple[Pattern, int, Any]]:
     """(pattern, size, PatternMatcherPass) of every input set of `chosen` (registered now where not yet), in the
     order a rewrite applies them (near_miss.py explains unfused sites with all of them)."""
