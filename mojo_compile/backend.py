@@ -102,10 +102,10 @@ def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional
     enter_autocast = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
     if enter_autocast is not None and any(len(n.args) < 3 or n.args[2] for n in gm.graph.find_nodes(
             op="call_function", target=enter_autocast)):
-        # the pre-dispatch trace records the region without entering it: the values inside it, and those made from
-        # them, are traced in the wrong dtype (a bf16 projection taken for fp32), which patterns and canonicalisation
-        # would decide on. (An enabled=False region, as HF's rotary angles, changes nothing outside ambient autocast.)
-        return "an autocast region inside the graph, whose dtypes the pre-dispatch trace does not follow"
+        # autocast acts below the pre-dispatch trace, and neither the patterns (traced without it) nor the Mojo ops
+        # (no autocast rules) follow it: a fused op inside the region would not be cast as the ops it replaced.
+        # (An enabled=False region, as HF's rotary angles open, is traced in its own dtypes: _AutocastRegions.)
+        return "an autocast region inside the graph, which the patterns and the Mojo ops do not follow"
     enter_inference_mode = getattr(torch.autograd.grad_mode, "_enter_inference_mode", None)
     if enter_inference_mode is not None and gm.graph.find_nodes(op="call_function", target=enter_inference_mode):
         # the pre-dispatch re-trace runs Dynamo's inference-mode calls instead of recording them: the region's outputs
@@ -149,11 +149,52 @@ def to_pre_dispatch_aten(gm: GraphModule, example_inputs: list, of_dtensors: Opt
     with fake_mode:
         fake_inputs = [x if not isinstance(x, torch.Tensor) or isinstance(x, FakeTensor)
                        else fake_mode.from_tensor(x) for x in example_inputs]
-    with fake_mode, fx_traceback.preserve_node_meta():
+    with fake_mode, fx_traceback.preserve_node_meta(), _AutocastRegions(interpreter):
         aten_gm = make_fx(interpreter.run, pre_dispatch=True)(*fake_inputs)
     _refuse_traced_constants(aten_gm)
     keep_dynamo_input_metadata(gm, aten_gm)
     return aten_gm
+
+
+_ENTER_AUTOCAST = getattr(torch.amp.autocast_mode, "_enter_autocast", None)
+_AUTOCAST_CALLS = (_ENTER_AUTOCAST, getattr(torch.amp.autocast_mode, "_exit_autocast", None))
+
+
+class _AutocastRegions:
+    """Has `interpreter` enter and leave each autocast region of Dynamo's graph as the model's `with
+    torch.autocast(...)` does, so that the values inside follow the region's dtypes (an fp32 product in an
+    `enabled=False` region under ambient bf16 autocast stays fp32, and its `.to(bf16)` is kept). The pre-dispatch
+    trace records the region either way (torch.autocast tells make_fx's mode); Dynamo's bare `_enter_autocast` call
+    would only be recorded. Regions still open when the trace fails are left, so the caller's state is restored."""
+
+    def __init__(self, interpreter: torch.fx.Interpreter):
+        self.interpreter, self.open = interpreter, []
+
+    def __enter__(self):
+        run_node = self.interpreter.run_node
+
+        def run_node_in_regions(node):
+            if node.op != "call_function" or _ENTER_AUTOCAST is None or node.target not in _AUTOCAST_CALLS:
+                return run_node(node)
+            with self.interpreter._set_current_node(node):  # (the recorded node keeps this node's metadata)
+                args, _ = self.interpreter.fetch_args_kwargs_from_env(node)
+                if node.target is _ENTER_AUTOCAST:
+                    region = torch.amp.autocast(*args)
+                    region.__enter__()
+                    self.open.append(region)
+                    return region
+                self.open.remove(args[0])
+                args[0].__exit__(None, None, None)
+                return None
+
+        self.interpreter.run_node = run_node_in_regions
+        return self
+
+    def __exit__(self, *exc):
+        del self.interpreter.run_node
+        while self.open:
+            self.open.pop().__exit__(None, None, None)
+        return False
 
 
 class TracedConstantError(RuntimeError):
