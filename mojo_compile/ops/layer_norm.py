@@ -139,7 +139,8 @@ def _add_setup(ctx, inputs, output):
 
 def _add_backward(ctx, grad_y, grad_sum, _grad_mean, _grad_rstd):
     total, weight, mean, rstd = ctx.saved_tensors
-    grad_y = torch.zeros_like(total) if grad_y is None else grad_y  # (grad_sum None: no gradient reaches the sum)
+    if grad_y is None:  # only the sum carries a gradient: the weight and bias get none, as in eager
+        return grad_sum, grad_sum, None, None, None, None
     want_w, want_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
     d_sum, dw, db = layer_norm_backward(grad_y, total, weight, mean, rstd, ctx.eps, want_w, want_b, grad_sum,
                                         ctx.target)

@@ -134,7 +134,8 @@ def _add_rms_norm_setup(ctx, inputs, output):
 
 def _add_rms_norm_bwd(ctx, grad_y, grad_sum, _grad_rstd):
     total, weight, rstd = ctx.saved_tensors
-    grad_y = torch.zeros_like(total) if grad_y is None else grad_y  # (grad_sum None: no gradient reaches the sum)
+    if grad_y is None:  # only the sum carries a gradient: the weight gets none, as in eager
+        return grad_sum, grad_sum, None, None, None, None, None
     weight_offset, cast, target = ctx.params
     weight_grad = weight is not None and ctx.needs_input_grad[2]
     grad_total, grad_w = rms_norm_backward(grad_y, total, weight, rstd, grad_sum, weight_offset, cast, weight_grad,

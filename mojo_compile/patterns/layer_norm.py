@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from ..canonicalize import all_arguments, register_rule
-from . import match_value, refuse, register_pattern, symbolic_scalar
+from . import layout_reason, match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -61,7 +61,8 @@ def _add_check(match) -> bool:
     if torch.is_autocast_enabled(x.device.type) or any(
             n.op == "call_function" and getattr(n.target, "__name__", "") == "_enter_autocast" for n in graph.nodes):
         return refuse("autocast: eager adds in the inputs' dtype and normalises the sum in fp32")
-    return True
+    why = weight_only_grad_reason(match, ("x", "residual"), ("weight", "bias"))
+    return refuse(why) if why else True
 
 
 def _check(match) -> bool:
@@ -80,7 +81,8 @@ def _check(match) -> bool:
             if p is None or p.dim() != 1 or p.shape[0] != x.shape[-1] or not p.dtype.is_floating_point:
                 return refuse(f"{name} {getattr(p, 'dtype', None)} {list(getattr(p, 'shape', []))} is not one float "
                               f"per column of x {list(x.shape)}")
-    return True
+    why = layout_reason(match)
+    return refuse(why) if why else True
 
 
 def _add_forms(weighted: bool, biased: bool):

@@ -12,7 +12,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import match_value, refuse, register_pattern, symbolic_scalar, with_signature
+from ..kernels.common import FLOAT_DTYPES
+from . import (layout_reason, match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason,
+               with_signature)
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -97,8 +99,8 @@ def _norm_check(match) -> bool:
     x = match_value(match, "x")
     if x is None:
         return refuse("x has no tensor value")
-    if not x.dtype.is_floating_point or x.dim() == 0:
-        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a float tensor with columns")
+    if x.dtype not in FLOAT_DTYPES or x.dim() == 0:  # (the op normalises in fp32: an fp64 x would lose digits)
+        return refuse(f"x is a {x.dtype} {x.dim()}-D tensor, not a bf16 / fp16 / fp32 tensor with columns")
     if symbolic_scalar(match, "eps") or symbolic_scalar(match, "offset"):
         # torch.compile(dynamic=True) turns float attributes into graph inputs: eps is not a constant
         return refuse("eps / offset is a graph input (dynamic=True), not a constant")
@@ -108,8 +110,8 @@ def _norm_check(match) -> bool:
             return refuse("weight has no tensor value")
         if w.dim() != 1 or w.shape[0] != x.shape[-1]:
             return refuse(f"weight of shape {list(w.shape)} is not one value per column of x {list(x.shape)}")
-        if not w.dtype.is_floating_point:
-            return refuse(f"weight is {w.dtype}, not a float")
+        if w.dtype not in FLOAT_DTYPES:  # (an fp64 weight multiplies in fp64 in eager, in fp32 in the op)
+            return refuse(f"weight is {w.dtype}, not bf16 / fp16 / fp32")
     if "residual" in match.kwargs:
         r = match_value(match, "residual")
         if r is None:
@@ -117,7 +119,11 @@ def _norm_check(match) -> bool:
         if r.shape != x.shape or r.dtype != x.dtype:
             return refuse(f"residual {r.dtype}{list(r.shape)} differs from x {x.dtype}{list(x.shape)} "
                           f"(a broadcast or promoting add)")
-    return True
+        why = weight_only_grad_reason(match, ("x", "residual"), ("weight",))
+        if why:
+            return refuse(why)
+    why = layout_reason(match)
+    return refuse(why) if why else True
 
 
 # ------------------------------------------------------------------------------------------------ registration

@@ -1,0 +1,206 @@
+"""Norm and gated-MLP near-misses found by an adversarial review: fp64 inputs and weights (the ops compute in
+fp32), strided inputs whose results eager lays out as the input (the ops' outputs are contiguous), and a residual add
++ norm where only the sum carries a gradient. Each case gives eager's numbers, layouts and gradients (None where
+eager's is None), fused or not; the checks that refuse them are patterns.layout_reason, weight_only_grad_reason and
+the norms' dtype checks. Torch target (bit for bit) and ttx (the interpreter on the CPU), eager inner compiler.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mojo_compile
+from conftest import DEVICE, TARGETS, mojo_options
+
+H = 64
+
+
+def compiled(fn, target, dynamic=False):
+    return torch.compile(fn, backend="mojo", dynamic=dynamic, options=mojo_options(target))
+
+
+def counts():
+    return mojo_compile.last_report().counts()
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device=DEVICE).to(dtype)
+
+
+def weight(n=H, dtype=torch.float32):
+    return (1 + 0.3 * torch.randn(n, device=DEVICE)).to(dtype)
+
+
+def llama_norm(h, w, eps=1e-6):  # hf-spellings N1: the cast back before the weight multiply ("normed")
+    h32 = h.float()
+    return w * (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + eps)).to(h.dtype)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 1. An fp64 weight beside an fp32 / bf16 x in the Llama spelling: eager multiplies in fp64 (type promotion), the op
+#    truncates the weight to fp32 (lowering/reference.normalise: `y.float() * weight.float()`). rms_norm and
+#    add_rms_norm alike; _norm_check accepts any float weight.
+def llama_with_residual(x, r, w):
+    h = x + r
+    return llama_norm(h, w), h
+
+
+@pytest.mark.parametrize("form", ["rms_norm", "add_rms_norm"])
+@pytest.mark.parametrize("x_dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_fp64_weight_in_the_llama_spelling_is_multiplied_in_fp64(form, x_dtype):
+    x, r = randn(4, 5, H, dtype=x_dtype), randn(4, 5, H, dtype=x_dtype)
+    w = weight(dtype=torch.float64)
+    if form == "rms_norm":
+        fn, args = llama_norm, (x, w)
+    else:
+        fn, args = llama_with_residual, (x, r, w)
+    got = compiled(fn, "torch")(*args)
+    want = fn(*args)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    for g, e in zip(got, want):
+        assert g.dtype == e.dtype
+        assert torch.equal(g, e), f"{counts()}: max abs error {(g - e).abs().max().item():.3g}"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 2. F.rms_norm / nn.RMSNorm on an fp64 input: eager computes in fp64, the op in fp32 (normalise upcasts with
+#    x.float()). rms_norm.F_rms_norm's check (_norm_check) accepts any float x; layer_norm refuses fp64.
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", ["F.rms_norm", "F.rms_norm unweighted", "nn.RMSNorm"])
+def test_fp64_rms_norm_stays_fp64(form, target):
+    x = randn(4, 5, H, dtype=torch.float64)
+    if form == "F.rms_norm":
+        w = weight(dtype=torch.float64)
+        fn, args = (lambda x, w: F.rms_norm(x, (H,), w, 1e-6)), (x, w)
+    elif form == "F.rms_norm unweighted":
+        fn, args = (lambda x: F.rms_norm(x, (H,), None, 1e-6)), (x,)
+    else:
+        module = torch.nn.RMSNorm(H, eps=1e-6).to(DEVICE, torch.float64)
+        with torch.no_grad():
+            module.weight.copy_(weight(dtype=torch.float64))
+        fn, args = module, (x,)
+    got = compiled(fn, target)(*args)
+    want = fn(*args)
+    # eager is fp64 throughout: 1e-12 is far above its rounding, far below fp32's (the bug gives ~3e-7)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12, msg=lambda m: f"{counts()}: {m}")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 3. The fused outputs are always contiguous (the references end in .contiguous(), the kernels allocate contiguous),
+#    where eager's elementwise result keeps the layout of a strided input. Code that views the result the way its
+#    eager layout allows (`y.transpose(0, 2).view(-1)`: a sequence-first model handing back batch-first) raises.
+def rms_norm_of_strided(x, r, w):
+    return llama_norm(x.transpose(0, 2), w).transpose(0, 2).view(-1)
+
+
+def add_rms_norm_sum_of_strided(x, r, w):
+    h = x.transpose(0, 2) + r.transpose(0, 2)
+    return llama_norm(h, w), h.transpose(0, 2).view(-1)
+
+
+def gated_act_of_strided(x, r, w):
+    return (F.silu(x.transpose(0, 2)) * r.transpose(0, 2)).transpose(0, 2).view(-1)
+
+
+def gated_act_fused_of_strided(x, r, w):
+    gate, up = torch.cat([x, r], 0).transpose(0, 2).chunk(2, -1)
+    return (F.silu(gate) * up).transpose(0, 2).view(-1)
+
+
+def add_layer_norm_sum_of_strided(x, r, w):
+    h = x.transpose(0, 2) + r.transpose(0, 2)
+    return F.layer_norm(h, (h.shape[-1],), w, None, 1e-5), h.transpose(0, 2).view(-1)
+
+
+LAYOUT_CASES = {  # name -> (fn, the op it fused into, targets where it raised)
+    "rms_norm": (rms_norm_of_strided, "mojo.rms_norm", TARGETS),
+    "add_rms_norm sum": (add_rms_norm_sum_of_strided, "mojo.add_rms_norm", TARGETS),
+    "gated_act": (gated_act_of_strided, "mojo.gated_act", TARGETS),
+    "gated_act_fused": (gated_act_fused_of_strided, "mojo.gated_act_fused", TARGETS),
+    "add_layer_norm sum": (add_layer_norm_sum_of_strided, "mojo.add_layer_norm", [t for t in TARGETS if t != "torch"]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("name,target", [(n, t) for n, (_, _, ts) in LAYOUT_CASES.items() for t in ts])
+def test_result_viewed_as_eagers_strided_layout(name, target, dtype):
+    fn, op, _ = LAYOUT_CASES[name]
+    x, r = randn(H, 3, 2, dtype=dtype), randn(H, 3, 2, dtype=dtype)  # transposed to [2, 3, H]: rows strided by 6
+    w = weight(H, dtype=dtype)
+    want = fn(x, r, w)  # eager: the view is valid
+    got = compiled(fn, target)(x, r, w)  # raised "view size is not compatible" when fused
+    assert op not in counts(), counts()  # refused: eager lays the result out as the strided input
+    for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert g.stride() == e.stride()
+        if target == "torch":
+            torch.testing.assert_close(g, e, rtol=0, atol=0)
+        else:  # ttx's kernels for what still fuses (a contiguous layer_norm) sum in another order than eager's
+            torch.testing.assert_close(g, e)  # (the dtype's default resolution)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 4. The residual add + norm where only the sum carries a gradient (the normalised value is detached or only
+#    compared: a stop-gradient feature, a mask): eager gives the norm's weight no gradient (None) and the sum
+#    requires grad only if x or the residual does. The fused op's backward computes a zero weight gradient from the
+#    zeros it substitutes for the missing grad_y (ops/*: `grad_y = torch.zeros_like(total)`), and the sum, an output
+#    of an op that reads the weight, requires grad whenever the weight does. An optimizer then sees a zero gradient
+#    where eager had None (AdamW applies weight decay and its moments to it; eager skips the parameter).
+def add_rms_norm_detached(x, r, w):
+    h = x + r
+    return llama_norm(h, w).detach(), h
+
+
+def add_rms_norm_mask(x, r, w):
+    h = x + r
+    return llama_norm(h, w) > 0, h
+
+
+def add_layer_norm_detached(x, r, w):
+    h = x + r
+    return F.layer_norm(h, (H,), w, None, 1e-5).detach(), h
+
+
+DETACHED = {"add_rms_norm, y.detach()": (add_rms_norm_detached, "mojo.add_rms_norm"),
+            "add_rms_norm, y > 0": (add_rms_norm_mask, "mojo.add_rms_norm"),
+            "add_layer_norm, y.detach()": (add_layer_norm_detached, "mojo.add_layer_norm")}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_grad", [True, False], ids=["x_grad", "weight_grad_only"])
+@pytest.mark.parametrize("name", list(DETACHED))
+def test_no_weight_gradient_where_the_norm_output_carries_none(name, x_grad, target):
+    fn, op = DETACHED[name]
+    x0, r0, w0 = randn(4, 5, H), randn(4, 5, H), weight()
+
+    def build():
+        return x0.clone().requires_grad_(x_grad), r0.clone(), w0.clone().requires_grad_()
+
+    eager_args, compiled_args = build(), build()
+    _, h_want = fn(*eager_args)
+    _, h_got = compiled(fn, target)(*compiled_args)
+    if x_grad:
+        assert op in counts(), counts()  # (a weight alone wanting a gradient: refused, or only the core fuses)
+    assert h_got.requires_grad == h_want.requires_grad, "the sum requires grad where eager's does not"
+    if h_want.requires_grad:
+        g = randn(4, 5, H)
+        (h_want * g).sum().backward()
+        (h_got * g).sum().backward()
+        torch.testing.assert_close(compiled_args[0].grad, eager_args[0].grad)
+    assert eager_args[2].grad is None
+    assert compiled_args[2].grad is None, "the weight got a (zero) gradient where eager gives it none"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 5. add_rms_norm on the torch target is not bit-exact with eager for strided inputs: add_reference makes the sum
+#    contiguous before normalising it, so the fp32 mean of squares is summed in another order than eager's reduction
+#    over the strided sum (the plain rms_norm reference reduces x as it is, and matches).
+@pytest.mark.parametrize("dtype", [torch.float32], ids=["fp32"])
+def test_add_rms_norm_of_strided_inputs_is_bit_exact_on_torch(dtype):
+    def fn(x, r, w):
+        h = x.transpose(0, 2) + r.transpose(0, 2)
+        return llama_norm(h, w), h
+
+    x, r, w = randn(H, 8, 4, dtype=dtype), randn(H, 8, 4, dtype=dtype), weight(H, dtype=dtype)
+    got, want = compiled(fn, "torch")(x, r, w), fn(x, r, w)
+    assert "mojo.add_rms_norm" not in counts()  # (the strided sum: refused, as above)
+    assert torch.equal(got[1], want[1])
+    assert torch.equal(got[0], want[0]), f"max abs error {(got[0] - want[0]).abs().max().item():.3g}"
