@@ -50,9 +50,9 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
 
     try:
         aten_gm = to_pre_dispatch_aten(gm, example_inputs, of_dtensors=of_dtensors)   # 1
-    except Exception as e:  # noqa: BLE001 - a DTensor call the global view does not know: the graph as Dynamo gave it
-        if _is_dynamo_restart(e) or not (isinstance(e, TracedConstantError) or of_dtensors):
-            raise
+    except Exception as e:  # noqa: BLE001 - never a failure where eager runs: the graph as Dynamo gave it (a DTensor
+        if _is_dynamo_restart(e):  # call the global view does not know; a compiled optimizer step's in-place
+            raise                  # updates of the real parameters Dynamo holds, which the fake re-trace cannot run)
         what = "graph of DTensors" if of_dtensors else "graph"
         return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: the trace of this {what} "
                                 f"failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); the graph runs as "
@@ -85,6 +85,17 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     return watch.wrap(compiled)
 
 
+# Regions of Dynamo's graph (higher-order ops) that the pre-dispatch re-trace does not keep as eager runs them.
+_UNTRACEABLE_REGIONS = {
+    # the re-trace inlines the Function's forward and drops its backward: its inputs would get no gradient
+    "autograd_function_apply": "a torch.autograd.Function inside the graph, whose backward the re-trace would drop",
+    # torch.utils.checkpoint: the re-trace needs a checkpoint policy that plain checkpointing does not set
+    "tag_activation_checkpoint": "an activation-checkpointed region (torch.utils.checkpoint) inside the graph",
+    # torch.compiler.nested_compile_region: the re-traced subgraph call no longer compiles under Inductor
+    "invoke_subgraph": "a nested compile region (torch.compiler.nested_compile_region) inside the graph",
+}
+
+
 def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional[str]:
     """Why the pre-dispatch trace cannot take the graph (None: it can). It does not take tensor subclasses; a graph of
     DTensors is traced in the global view (dtensor.py) unless it makes DTensor calls that view cannot show."""
@@ -106,12 +117,29 @@ def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional
         # (no autocast rules) follow it: a fused op inside the region would not be cast as the ops it replaced.
         # (An enabled=False region, as HF's rotary angles open, is traced in its own dtypes: _AutocastRegions.)
         return "an autocast region inside the graph, which the patterns and the Mojo ops do not follow"
+    for name, what in _UNTRACEABLE_REGIONS.items():
+        op = getattr(torch.ops.higher_order, name, None)
+        if op is not None and gm.graph.find_nodes(op="call_function", target=op):
+            return what
+    if _writes_held_tensors(gm):
+        # a compiled optimizer step: the fake re-trace cannot run the writes to the real tensors Dynamo holds
+        return "the graph writes in place to tensors Dynamo holds as attributes (a compiled optimizer step)"
     enter_inference_mode = getattr(torch.autograd.grad_mode, "_enter_inference_mode", None)
     if enter_inference_mode is not None and gm.graph.find_nodes(op="call_function", target=enter_inference_mode):
         # the pre-dispatch re-trace runs Dynamo's inference-mode calls instead of recording them: the region's outputs
         # would come back requiring grad where eager's do not
         return "an inference_mode region inside the graph, which the pre-dispatch trace does not keep"
     return None
+
+
+def _writes_held_tensors(gm: GraphModule) -> bool:
+    """Whether Dynamo's graph writes in place (`p.add_(...)`, `torch._foreach_mul_([...])`) to a tensor it holds as an
+    attribute (an optimizer's parameters and state), not to a graph input."""
+    def in_place(node) -> bool:
+        name = node.target if node.op == "call_method" else getattr(node.target, "__name__", "")
+        return node.op in ("call_method", "call_function") and isinstance(name, str) and name.endswith("_") \
+            and not name.endswith("__")
+    return any(in_place(user) for node in gm.graph.find_nodes(op="get_attr") for user in node.users)
 
 
 def _compile_unfused(gm: GraphModule, example_inputs: list, options: Options, target: str, why: str) -> Callable:

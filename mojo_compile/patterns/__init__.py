@@ -401,10 +401,23 @@ def load_fusions() -> None:
     _load_builtins()
 
 
+@contextlib.contextmanager
+def _default_float32():
+    """The built-ins' example inputs and search functions are written for torch's default dtype, fp32: a script's
+    `torch.set_default_dtype(torch.bfloat16)` must not change what they are made of or trace to."""
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
 @functools.lru_cache(maxsize=None)
 def _load_builtins() -> None:
-    for module in BUILTIN_MODULES:
-        importlib.import_module(f".{module}", __name__)
+    with _default_float32():
+        for module in BUILTIN_MODULES:
+            importlib.import_module(f".{module}", __name__)
     _load_entry_points()
 
 
@@ -472,10 +485,11 @@ def _register(pattern: Pattern, item: _InputSet) -> None:
         pattern_pass.seen_patterns = _SEEN_GRAPHS
     tracer = _Tracer(pattern)
     try:
-        expr = pm.register_replacement(
-            pattern.search, pattern.replace, list(item.inputs), tracer, pattern_pass,
-            extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
-            **optional)
+        with _default_float32() if pattern.builtin else contextlib.nullcontext():
+            expr = pm.register_replacement(
+                pattern.search, pattern.replace, list(item.inputs), tracer, pattern_pass,
+                extra_check=functools.partial(_check_and_note_source, pattern), scalar_workaround=pattern.scalars,
+                **optional)
     except Exception as e:  # a user's search function that does not trace must say which pattern it is
         raise PatternError(f"pattern {pattern.name!r} failed to trace with inputs "
                            f"{[_describe(i) for i in item.inputs]}: {type(e).__name__}: {e}") from e
