@@ -71,6 +71,10 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     dtensor.restore_boundaries(gm, aten_gm)  # (a graph of DTensors: their calls, traced as opaque boundaries)
     logs.matched(matches, masks)
     sites = choose_targets(aten_gm, matches, target, masks)               # 4
+    why_not = relayout_views(aten_gm, _example_outputs(gm)) if matches and not of_dtensors else None
+    if why_not is not None:
+        return _compile_unfused(gm, example_inputs, options, target, f"not rewritten: {why_not}; the graph runs as "
+                                                                     f"Dynamo gave it")
     logs.targets_chosen(sites, target)
     notes, near_misses = unfused_notes(aten_gm, options.disable)
     graph_report = report.GraphReport(_compile_id(), target, options.inner_compiler, sites, notes, aten_gm.code,
@@ -262,6 +266,93 @@ def keep_dynamo_input_metadata(dynamo_gm: GraphModule, aten_gm: GraphModule) -> 
             b.meta["tensor_dict"] = a.meta["tensor_dict"]
     aten_gm._param_name_to_source = names
     aten_gm.meta["dynamo_compile_id"] = dynamo_gm.meta["dynamo_compile_id"]
+
+
+# ------------------------------------------------------------------------------------------------------ 3b. layouts
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def _example_outputs(gm: GraphModule) -> list:
+    """The values of Dynamo's graph outputs as Dynamo traced them (eager's layouts), in order."""
+    outputs = torch.fx.node.map_aggregate(gm.graph.output_node().args[0], lambda n: n)
+    flat, _ = torch.utils._pytree.tree_flatten(outputs)
+    return [n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None for n in flat]
+
+
+def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Optional[str]:
+    """The Mojo ops return contiguous results where eager's may follow a strided input's layout (RoPE and attention
+    of HF's transposed q and k, a norm of a transposed x). A `view` the trace recorded for eager's layout may not
+    fit the op's: propagate the fake values through the rewritten graph and make each such view a `reshape`, which
+    gives the same values (a view never reorders elements). A reshape copies where a view aliased, so where the
+    graph writes in place to anything, a needed change leaves the graph unrewritten instead (the reason returned).
+    The values' metadata is refreshed on the way."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    placeholders = list(gm.graph.find_nodes(op="placeholder"))
+    values = [n.meta.get("val") for n in placeholders]
+    fake_mode = detect_fake_mode([v for v in values if isinstance(v, torch.Tensor)])
+    if fake_mode is None or any(v is None for v in values):
+        return None  # (nothing to propagate: a graph without traced values)
+    changed = []
+
+    class Relayout(FakeTensorProp):
+        def run_node(self, node):
+            if node.op == "call_function" and node.target in _VIEWS:
+                try:
+                    return super().run_node(node)
+                except (RuntimeError, ValueError):  # "view size is not compatible" / "Cannot view a tensor ..."
+                    node.target = torch.ops.aten.reshape.default  # (a reshape that fails too raises below)
+                    changed.append(node)
+            return super().run_node(node)
+
+    propagation = Relayout(gm, mode=fake_mode)
+    try:  # (the graph's own grad-mode and autocast calls run: each is left as it was found, also on a failure)
+        with torch.set_grad_enabled(torch.is_grad_enabled()), _AutocastRegions(propagation):
+            propagation.propagate_dont_convert_inputs(*values)
+    except Exception as e:  # noqa: BLE001 - the rewritten graph must run where Dynamo's did: leave it unrewritten
+        return f"the rewritten graph's values did not propagate ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+    if changed and any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+                       for n in gm.graph.nodes if n.op == "call_function"):
+        return "a fused op's result is viewed for eager's strided layout in a graph that writes in place"
+    changed += _outputs_in_eager_layout(gm, eager_outputs or [])
+    if changed:
+        gm.recompile()
+        log.debug("mojo: %d views and outputs relaid for eager's layouts: %s", len(changed), [n.name for n in changed])
+    return None
+
+
+def _outputs_in_eager_layout(gm: GraphModule, eager_outputs: list) -> list:
+    """A graph output whose layout the rewrite changed (a fused op's contiguous result where eager's followed a
+    strided input) is copied into eager's layout, which the caller sees. Static strides only."""
+    output = gm.graph.output_node()
+    flat, spec = torch.utils._pytree.tree_flatten(output.args[0])
+    if len(flat) != len(eager_outputs):
+        return []
+    added = []
+    for i, (node, eager) in enumerate(zip(flat, eager_outputs)):
+        value = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not (isinstance(value, torch.Tensor) and isinstance(eager, torch.Tensor)) or value.shape != eager.shape:
+            continue
+        strides = (*eager.stride(), *value.stride(), *eager.shape)
+        if any(not isinstance(x, int) for x in strides) or value.stride() == eager.stride() or value.numel() <= 1:
+            continue
+        # eager's result is dense in some order of its dims: permute to that order, make it contiguous, permute
+        # back (differentiable, one copy). Kept only where that gives eager's strides exactly.
+        order = sorted(range(value.dim()), key=lambda d: (-eager.stride()[d], d))
+        back = sorted(range(value.dim()), key=lambda d: order[d])
+        laid = torch.empty(tuple(eager.shape[d] for d in order)).permute(back)
+        if laid.stride() != eager.stride():
+            continue
+        with gm.graph.inserting_before(output):
+            permuted = gm.graph.call_function(torch.ops.aten.permute.default, (node, order))
+            dense = gm.graph.call_function(torch.ops.aten.clone.default, (permuted,),
+                                           {"memory_format": torch.contiguous_format})
+            flat[i] = gm.graph.call_function(torch.ops.aten.permute.default, (dense, back))
+        added.append(flat[i])
+    if added:
+        output.args = (torch.utils._pytree.tree_unflatten(flat, spec),)
+    return added
 
 
 # ------------------------------------------------------------------------------------------------------ 4. targets

@@ -128,7 +128,7 @@ def test_result_viewed_as_eagers_strided_layout(name, target, dtype):
     w = weight(H, dtype=dtype)
     want = fn(x, r, w)  # eager: the view is valid
     got = compiled(fn, target)(x, r, w)  # raised "view size is not compatible" when fused
-    assert op not in counts(), counts()  # refused: eager lays the result out as the strided input
+    assert op in counts(), counts()  # (the view of eager's layout becomes a reshape: backend.relayout_views)
     for g, e in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         assert g.stride() == e.stride()
         if target == "torch":
@@ -201,6 +201,6 @@ def test_add_rms_norm_of_strided_inputs_is_bit_exact_on_torch(dtype):
 
     x, r, w = randn(H, 8, 4, dtype=dtype), randn(H, 8, 4, dtype=dtype), weight(H, dtype=dtype)
     got, want = compiled(fn, "torch")(x, r, w), fn(x, r, w)
-    assert "mojo.add_rms_norm" not in counts()  # (the strided sum: refused, as above)
+    assert counts() == {"mojo.add_rms_norm": 1}
     assert torch.equal(got[1], want[1])
     assert torch.equal(got[0], want[0]), f"max abs error {(got[0] - want[0]).abs().max().item():.3g}"

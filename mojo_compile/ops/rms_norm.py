@@ -156,9 +156,9 @@ def reference(x, weight, eps, weight_offset, cast):
 
 
 def add_reference(x, residual, weight, eps, weight_offset, cast):
-    total = (x + residual).contiguous()
+    total = x + residual  # (normalised in eager's layout: its reduction order, bit for bit)
     y, rstd = normalise(total, weight, eps, weight_offset, cast)
-    return y, total, rstd
+    return y, total.contiguous(), rstd
 
 
 lowering.register_impl("rms_norm", "torch", reference, **lowering.TRACEABLE)

@@ -597,21 +597,6 @@ def dtensor_reason(match, names: Sequence[str], ops: str) -> Optional[str]:
     return f"{', '.join(on_dtensors)}: a DTensor; {ops} declare no sharding, so this is left to DTensor"
 
 
-def layout_reason(match) -> Optional[str]:
-    """Why a Mojo op with contiguous outputs (the norms', the gated activation's) would not lay its results out as
-    eager does: eager's elementwise results follow a dense strided input (a transposed x gives a transposed
-    result), which the graph's later views may rely on (`.view` of a transposed result). None where every matched
-    output is contiguous in the trace."""
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
-
-    for node in match.output_nodes():
-        value = node.meta.get("val") if node is not None else None
-        if isinstance(value, torch.Tensor) and not statically_known_true(value.is_contiguous()):
-            return f"eager's result is laid out as its strided input (strides {list(value.stride())}), the op's " \
-                   f"contiguously"
-    return None
-
-
 def weight_only_grad_reason(match, activations: Sequence[str], params: Sequence[str]) -> Optional[str]:
     """Why an op that returns an activation (the residual sum) would mark it as requiring grad where eager does not:
     a parameter wants a gradient, none of the activations the sum is made of does."""

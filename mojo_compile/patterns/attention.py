@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
+from ..kernels.common import FLOAT_DTYPES
 from . import match_value, needs_grad, refuse, register_pattern, symbolic_scalar, with_signature
 
 log = logging.getLogger("mojo_compile")
@@ -52,8 +53,8 @@ def _attention_check(match, causal: bool = False, additive: bool = False) -> boo
         return refuse("q, k or v has no tensor value")
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return refuse(f"q, k, v are {q.dim()}-D, {k.dim()}-D, {v.dim()}-D: the op takes 4-D [B, H, S, D]")
-    if not (q.dtype.is_floating_point and q.dtype == k.dtype == v.dtype):
-        return refuse(f"q, k, v are {q.dtype}, {k.dtype}, {v.dtype}: not one float dtype")
+    if not (q.dtype in FLOAT_DTYPES and q.dtype == k.dtype == v.dtype):  # (the op computes in fp32: not fp64)
+        return refuse(f"q, k, v are {q.dtype}, {k.dtype}, {v.dtype}: not one bf16 / fp16 / fp32 dtype")
     if q.shape[1] % k.shape[1]:
         return refuse(f"q's {q.shape[1]} heads are not a multiple of k's {k.shape[1]}")
     if k.shape[:3] != v.shape[:3] or q.shape[0] != k.shape[0]:

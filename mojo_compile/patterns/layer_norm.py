@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from ..canonicalize import all_arguments, register_rule
-from . import layout_reason, match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason
+from . import match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason
 
 aten = torch.ops.aten
 mojo = torch.ops.mojo
@@ -81,8 +81,7 @@ def _check(match) -> bool:
             if p is None or p.dim() != 1 or p.shape[0] != x.shape[-1] or not p.dtype.is_floating_point:
                 return refuse(f"{name} {getattr(p, 'dtype', None)} {list(getattr(p, 'shape', []))} is not one float "
                               f"per column of x {list(x.shape)}")
-    why = layout_reason(match)
-    return refuse(why) if why else True
+    return True
 
 
 def _add_forms(weighted: bool, biased: bool):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from ..kernels.common import FLOAT_DTYPES
-from . import (layout_reason, match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason,
+from . import (match_value, refuse, register_pattern, symbolic_scalar, weight_only_grad_reason,
                with_signature)
 
 aten = torch.ops.aten
@@ -122,8 +122,7 @@ def _norm_check(match) -> bool:
         why = weight_only_grad_reason(match, ("x", "residual"), ("weight",))
         if why:
             return refuse(why)
-    why = layout_reason(match)
-    return refuse(why) if why else True
+    return True
 
 
 # ------------------------------------------------------------------------------------------------ registration

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import torch
 
+from ..kernels.common import FLOAT_DTYPES
 from . import match_value, needs_grad, refuse, register_pattern, symbolic_scalar, with_signature
 
 mojo = torch.ops.mojo
@@ -41,6 +42,11 @@ def rotate_every_two(x):
     return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
 
 
+# One op returns both rotated q and k: where autograd wants a gradient through one only, eager's other result
+# requires none, the op's would.
+GRAD_SPLIT = "a gradient flows into q's side or k's side only: eager's other result requires none, the op's would"
+
+
 def _rope_check(seq_dim, partial, interleaved):
     def check(match) -> bool:
         q, k, cos, sin = (match_value(match, n) for n in ("q", "k", "cos", "sin"))
@@ -48,8 +54,11 @@ def _rope_check(seq_dim, partial, interleaved):
             return refuse("q, k, cos or sin has no tensor value")
         if q.dim() != 4 or k.dim() != 4 or cos.dim() != 3:
             return refuse(f"q {q.dim()}-D, k {k.dim()}-D, cos {cos.dim()}-D: the op takes 4-D q, k and 3-D cos")
-        if not (q.dtype.is_floating_point and k.dtype.is_floating_point and cos.dtype.is_floating_point):
-            return refuse(f"q {q.dtype}, k {k.dtype}, cos {cos.dtype}: not all float")
+        if not (q.dtype in FLOAT_DTYPES and k.dtype in FLOAT_DTYPES and cos.dtype.is_floating_point):
+            # (the backward computes in fp32: fp64 q and k would lose digits)
+            return refuse(f"q {q.dtype}, k {k.dtype}, cos {cos.dtype}: not bf16 / fp16 / fp32 q and k, float cos")
+        if needs_grad(match.kwargs["q"]) != needs_grad(match.kwargs["k"]):
+            return refuse(GRAD_SPLIT)
         if cos.shape != sin.shape or cos.dtype != sin.dtype:
             return refuse(f"cos {cos.dtype}{list(cos.shape)} and sin {sin.dtype}{list(sin.shape)} differ")
         if needs_grad(match.kwargs["cos"]) or needs_grad(match.kwargs["sin"]):
@@ -122,6 +131,9 @@ def _qk_check(match) -> bool:
         return refuse("eps / offset is a graph input (dynamic=True), not a constant")
     if qw.dim() != 1 or kw.dim() != 1:
         return refuse(f"the norm weights are {qw.dim()}-D and {kw.dim()}-D, not one value per column")
+    if any(needs_grad(match.kwargs[n]) for n in ("q", "q_weight")) != any(
+            needs_grad(match.kwargs[n]) for n in ("k", "k_weight")):
+        return refuse(GRAD_SPLIT)
     if q.dim() == 3:  # Q3: one weight over the token's H*D
         head_dim = cos.shape[-1]
         if not (qw.shape == q.shape[-1:] and kw.shape == k.shape[-1:]):
