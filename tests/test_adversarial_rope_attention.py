@@ -15,14 +15,6 @@ from conftest import TARGETS, mojo_options
 B, S, H, HKV, D = 2, 5, 4, 2, 16
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    mojo_compile.reset_report()
-    yield
-    torch._dynamo.reset()
-
-
 def compiled(fn, target):
     return torch.compile(fn, backend="mojo", dynamic=False, options=mojo_options(target))
 

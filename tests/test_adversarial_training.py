@@ -15,7 +15,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
-import mojo_compile
 from conftest import rel
 
 OPTS = {"inner_compiler": "eager", "target": "torch"}
@@ -55,14 +54,6 @@ class Layer(nn.Module):
         x = x + self.o(y.transpose(1, 2).reshape(b, s, d))
         h = self.n2(x)
         return x + self.down(F.silu(self.gate(h)) * self.up(h))
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    torch._dynamo.reset()
-    mojo_compile.reset_report()
-    yield
-    torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------------------------------------------------------
