@@ -287,6 +287,7 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
     graph writes in place to anything, a needed change leaves the graph unrewritten instead (the reason returned).
     The values' metadata is refreshed on the way."""
     from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     placeholders = list(gm.graph.find_nodes(op="placeholder"))
@@ -298,6 +299,12 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
 
     class Relayout(FakeTensorProp):
         def run_node(self, node):
+            if node.op == "get_attr":  # a constant or parameter the graph holds: its fake twin
+                value = super().run_node(node)
+                if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+                    value = fake_mode.from_tensor(value, static_shapes=True)
+                    node.meta["val"] = value
+                return value
             if node.op == "call_function" and node.target in _VIEWS:
                 try:
                     return super().run_node(node)
