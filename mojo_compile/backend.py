@@ -26,7 +26,7 @@ from torch.fx import GraphModule
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from . import debug, dtensor, logs, lowering, patterns, pieces, report
-from .canonicalize import canonicalize
+from .canonicalize import _touched_by_mutation, canonicalize
 from .kernels.common import ttx_device_type_reason
 from .patterns.mask_analysis import analyse_masks, share_repeated_kv
 from .options import OptionError, Options
@@ -319,9 +319,12 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
             propagation.propagate_dont_convert_inputs(*values)
     except Exception as e:  # noqa: BLE001 - the rewritten graph must run where Dynamo's did: leave it unrewritten
         return f"the rewritten graph's values did not propagate ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
-    if changed and any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
-                       for n in gm.graph.nodes if n.op == "call_function"):
-        return "a fused op's result is viewed for eager's strided layout in a graph that writes in place"
+    gm.graph.__dict__.pop("_mojo_touched", None)  # (_touched_by_mutation's memo: computed for this graph)
+    written = any(_touched_by_mutation(n) or _touched_by_mutation(n.args[0]) for n in changed)
+    gm.graph.__dict__.pop("_mojo_touched", None)
+    if written:
+        return "a fused op's result is viewed for eager's strided layout, and the view or its base is written in " \
+               "place (a reshape would copy where the view aliased)"
     changed += _outputs_in_eager_layout(gm, eager_outputs or [])
     if changed:
         gm.recompile()
