@@ -283,9 +283,9 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
     """The Mojo ops return contiguous results where eager's may follow a strided input's layout (RoPE and attention
     of HF's transposed q and k, a norm of a transposed x). A `view` the trace recorded for eager's layout may not
     fit the op's: propagate the fake values through the rewritten graph and make each such view a `reshape`, which
-    gives the same values (a view never reorders elements). A reshape copies where a view aliased, so where the
-    graph writes in place to anything, a needed change leaves the graph unrewritten instead (the reason returned).
-    The values' metadata is refreshed on the way."""
+    gives the same values (a view never reorders elements). A reshape copies where a view aliased, so where such a
+    view or its base is written in place, the graph is left unrewritten instead (the reason returned). Graph
+    outputs whose layout changed are copied into eager's. The values' metadata is refreshed on the way."""
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -351,7 +351,7 @@ def _outputs_in_eager_layout(gm: GraphModule, eager_outputs: list) -> list:
         # back (differentiable, one copy). Kept only where that gives eager's strides exactly.
         order = sorted(range(value.dim()), key=lambda d: (-eager.stride()[d], d))
         back = sorted(range(value.dim()), key=lambda d: order[d])
-        laid = torch.empty(tuple(eager.shape[d] for d in order)).permute(back)
+        laid = torch.empty(tuple(eager.shape[d] for d in order), device="meta").permute(back)
         if laid.stride() != eager.stride():
             continue
         with gm.graph.inserting_before(output):
