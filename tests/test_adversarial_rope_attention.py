@@ -23,6 +23,14 @@ def counts():
     return mojo_compile.last_report().counts()
 
 
+def unfused_and_exact(op, got, want):
+    """fp64: refused (the op computes in fp32), eager's fp64 values (1e-12: far below fp32's ~1e-7 error)."""
+    assert op not in counts(), counts()
+    for g, w in zip(got, want):
+        assert g.dtype == torch.float64
+        torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
 def rotate_half(x):
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -87,12 +95,7 @@ def test_rope_fp64_gradient_is_computed_in_fp64(target, cos_dtype):
         ((oq * gq).sum() + (ok * gk).sum()).backward()
         return q.grad, k.grad
 
-    ref = grads(fn)
-    out = grads(compiled(fn, target))
-    assert "mojo.rope" not in counts()  # (fp64: refused)
-    for o, r in zip(out, ref):
-        assert o.dtype == torch.float64
-        torch.testing.assert_close(o, r, rtol=1e-12, atol=1e-12)
+    unfused_and_exact("mojo.rope", grads(compiled(fn, target)), grads(fn))
 
 
 # --------------------------------------------------------------- 3. rope / qk_norm_rope: requires_grad of outputs
@@ -181,9 +184,4 @@ def test_fp64_attention_is_computed_in_fp64(target, spelling):
         (out * g).sum().backward()
         return out, q.grad, k.grad, v.grad
 
-    ref = run(fn)
-    got = run(compiled(fn, target))
-    assert "mojo.attention" not in counts()  # (fp64: refused)
-    for o, r in zip(got, ref):
-        assert o.dtype == torch.float64
-        torch.testing.assert_close(o, r, rtol=1e-12, atol=1e-12)
+    unfused_and_exact("mojo.attention", run(compiled(fn, target)), run(fn))
