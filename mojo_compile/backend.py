@@ -274,8 +274,7 @@ _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
 
 def _example_outputs(gm: GraphModule) -> list:
     """The values of Dynamo's graph outputs as Dynamo traced them (eager's layouts), in order."""
-    outputs = torch.fx.node.map_aggregate(gm.graph.output_node().args[0], lambda n: n)
-    flat, _ = torch.utils._pytree.tree_flatten(outputs)
+    flat, _ = torch.utils._pytree.tree_flatten(gm.graph.output_node().args[0])
     return [n.meta.get("example_value") if isinstance(n, torch.fx.Node) else None for n in flat]
 
 
@@ -345,7 +344,8 @@ def _outputs_in_eager_layout(gm: GraphModule, eager_outputs: list) -> list:
         if not (isinstance(value, torch.Tensor) and isinstance(eager, torch.Tensor)) or value.shape != eager.shape:
             continue
         strides = (*eager.stride(), *value.stride(), *eager.shape)
-        if any(not isinstance(x, int) for x in strides) or value.stride() == eager.stride() or value.numel() <= 1:
+        if any(not isinstance(x, int) for x in strides) or all(  # (a dim of size 1 has no layout: no copy for it)
+                a == b or n == 1 for a, b, n in zip(value.stride(), eager.stride(), eager.shape)):
             continue
         # eager's result is dense in some order of its dims: permute to that order, make it contiguous, permute
         # back (differentiable, one copy). Kept only where that gives eager's strides exactly.
