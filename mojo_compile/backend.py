@@ -285,6 +285,7 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
     gives the same values (a view never reorders elements). A reshape copies where a view aliased, so where such a
     view or its base is written in place, the graph is left unrewritten instead (the reason returned). Graph
     outputs whose layout changed are copied into eager's. The values' metadata is refreshed on the way."""
+    from torch._dispatch.python import enable_python_dispatcher
     from torch._guards import detect_fake_mode
     from torch._subclasses.fake_tensor import FakeTensor
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
@@ -314,7 +315,10 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
 
     propagation = Relayout(gm, mode=fake_mode)
     try:  # (the graph's own grad-mode and autocast calls run: each is left as it was found, also on a failure)
-        with torch.set_grad_enabled(torch.is_grad_enabled()), _AutocastRegions(propagation):
+        # The Python dispatcher runs composite ops (aten.linear -> matmul) through their symbolic decompositions:
+        # without it torch 2.11's C++ matmul asks a dynamic-shape fake tensor for its numel() and fails.
+        with torch.set_grad_enabled(torch.is_grad_enabled()), _AutocastRegions(propagation), \
+                enable_python_dispatcher():
             propagation.propagate_dont_convert_inputs(*values)
     except Exception as e:  # noqa: BLE001 - the rewritten graph must run where Dynamo's did: leave it unrewritten
         return f"the rewritten graph's values did not propagate ({type(e).__name__}: {str(e).splitlines()[0][:200]})"

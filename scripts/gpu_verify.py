@@ -173,7 +173,11 @@ def main(argv=None) -> int:
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
     progress: list[str] = []
     versions()  # read once, now: a TERM landing in torch's import would leave a half-initialised module
-    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    failure_log = failure_log_path(args.out)  # each failure as it happens (tests/conftest.py): a cut run names them
+    if os.path.exists(failure_log):
+        os.remove(failure_log)
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "MOJO_FAILURE_LOG": failure_log})
 
     def finish(code, counts, failures, cut=False, seconds=None):
         if shard:
@@ -184,7 +188,8 @@ def main(argv=None) -> int:
     def on_term(signum, frame):  # `timeout` ends us: record what the progress lines say, marked as cut
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not re-enter the record's writing
         process.kill()
-        finish(None, *progress_counts(progress), cut=True)
+        counts, failures = progress_counts(progress)
+        finish(None, counts, failures or logged_failures(failure_log), cut=True)
         sys.exit(124)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -253,6 +258,19 @@ def merge(paths: list[str], out: str, incomplete: bool = False) -> int:
             f.write("\n")
     print(f"tree {parts[0]['tree']}: {counts} -> {out}" + (" (INCOMPLETE)" if problems else ""))
     return 3 if problems else 0
+
+
+def failure_log_path(out: str) -> str:
+    return os.path.splitext(out)[0] + ".failures.jsonl"
+
+
+def logged_failures(path: str) -> list[str]:
+    """The test ids in a failure log (MOJO_FAILURE_LOG), each once, in the order they failed."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        ids = [json.loads(line)["test"] for line in f if line.strip()]
+    return list(dict.fromkeys(ids))
 
 
 def progress_counts(lines: list[str]) -> tuple[dict, list[str]]:

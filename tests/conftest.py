@@ -29,6 +29,19 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def pytest_runtest_logreport(report):
+    """With MOJO_FAILURE_LOG set (scripts/gpu_verify.py sets it), each failure is appended to that file as it
+    happens -- its test id and the end of its report, one JSON line -- so a run cut by the device's time limit
+    still names its failures and shows why. (Under pytest-xdist the controller and the worker both see the
+    report: the reader drops the repeat.)"""
+    path = os.environ.get("MOJO_FAILURE_LOG")
+    if path and report.failed:
+        import json
+        tail = "\n".join(report.longreprtext.splitlines()[-40:])
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": report.nodeid, "when": report.when, "tail": tail}) + "\n")
+
+
 def load_script(*path: str):
     """A script of the repository (scripts/, benchmarks/) imported as a module, by its path below the root; kept in
     sys.modules under its name while the tests use it (dataclasses resolve annotations through sys.modules)."""

@@ -137,6 +137,23 @@ def test_result_viewed_as_eagers_strided_layout(name, target, dtype):
             torch.testing.assert_close(g, e)  # (the dtype's default resolution)
 
 
+def norm_then_projection(x, w, proj):
+    return F.linear(F.rms_norm(x, (H,), w, 1e-6), proj).transpose(0, 1).reshape(-1)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_layouts_of_a_dynamic_shape_graph_propagate_through_composite_ops(target):
+    """dynamic=True: backend.relayout_views propagates symbolic fake values through the rewritten graph, composite
+    ops included (aten.linear: torch 2.11's C++ matmul asks a symbolic tensor for its numel() unless the Python
+    dispatcher runs its symbolic decomposition). Was: every dynamic-shape graph with a linear left unrewritten."""
+    fn = compiled(norm_then_projection, target, dynamic=True)
+    w, proj = weight(), randn(5, H)
+    for rows in (3, 7):
+        x = randn(2, rows, H)
+        torch.testing.assert_close(fn(x, w, proj), norm_then_projection(x, w, proj))
+        assert counts().get("mojo.rms_norm") == 1, mojo_compile.last_report().graphs[-1].notes
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # 4. The residual add + norm where only the sum carries a gradient (the normalised value is detached or only
 #    compared: a stop-gradient feature, a mask): eager gives the norm's weight no gradient (None) and the sum

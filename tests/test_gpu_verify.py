@@ -67,3 +67,21 @@ def test_merge_writes_the_record_and_the_file_seconds(gpu_verify, tmp_path, monk
     assert gpu_verify.merge([str(tmp_path / "part1.json")], str(out)) == 0
     assert "0" * 40 in out.read_text()
     assert json.loads(seconds_file.read_text()) == {**(on_file or {}), files[0]: 2.5}
+
+
+def test_failures_are_logged_as_they_happen(gpu_verify, tmp_path):
+    """A run cut by the device's time limit writes no junit report: the failure log (MOJO_FAILURE_LOG, written by
+    tests/conftest.py per failing report) still names each failure once, with the end of its report."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_sample.py").write_text(
+        "def test_passes():\n    assert 1 + 1 == 2\n\n"
+        "def test_fails():\n    assert [1, 2] == [1, 3], 'the marker of this failure'\n")
+    log = gpu_verify.failure_log_path(str(tmp_path / "part9.json"))
+    env = {**os.environ, "MOJO_FAILURE_LOG": log, "PYTHONPATH": os.path.join(ROOT, "tests")}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
+                    str(tmp_path / "test_sample.py")], cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert gpu_verify.logged_failures(log) == ["test_sample.py::test_fails"]
+    with open(log) as f:
+        assert "the marker of this failure" in json.loads(f.readline())["tail"]
