@@ -179,8 +179,8 @@ def head_loss(x, wl, t):  # the LM head with the loss, HF's spelling: logits not
 
 
 def rope_inputs():
-    return [randn(2, 3, D), randn(H * HD, D), randn(H * HD, D), 1.0 / (1e4 ** (torch.arange(0, HD, 2.0) / HD)),
-            torch.arange(3).expand(2, 3)]
+    inv_freq = 1.0 / (1e4 ** (torch.arange(0, HD, 2.0, device=DEVICE) / HD))
+    return [randn(2, 3, D), randn(H * HD, D), randn(H * HD, D), inv_freq, torch.arange(3, device=DEVICE).expand(2, 3)]
 
 
 def labels():
