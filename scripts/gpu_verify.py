@@ -170,6 +170,7 @@ def main(argv=None) -> int:
             earlier = json.load(f)
         shard, selection = tuple(earlier["shard"]), earlier["files"]
     cmd = [sys.executable, "-m", "pytest", *selection, "-q", "-p", "no:cacheprovider", f"--junitxml={args.junit}",
+           "--durations=20",  # the slowest tests, in the log: where the shards spend the device time
            *(["-n", str(args.n)] if args.n > 0 else []), *args.pytest_args]
     progress: list[str] = []
     versions()  # read once, now: a TERM landing in torch's import would leave a half-initialised module
