@@ -23,6 +23,7 @@ import os
 import runpy
 import sys
 import traceback
+from typing import Optional
 
 
 # ------------------------------------------------------------------------------------------------------ running
@@ -57,13 +58,30 @@ def _run_script(path: str, args: list[str], quiet_stdout: bool = False) -> int:
             runpy.run_path(path, run_name="__main__")
         return 0
     except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)  # sys.exit("message"): Python prints it, and so do we
+        return 1
     except BaseException:  # noqa: BLE001 - the script's failure is reported, then what it compiled
         traceback.print_exc()
         print(f"mojo-compile: {path} raised; reporting the graphs compiled before that", file=sys.stderr)
         return 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _unwritable(path: Optional[str]) -> Optional[str]:
+    """Why a report file cannot be written at `path` (None if it can, or if it is no file: unset or "-")."""
+    if not isinstance(path, str) or path == "-":
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"no folder {folder}"
+    if os.path.isdir(path):
+        return "it is a folder"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return "permission denied"
+    return None
 
 
 def _set_options(args) -> None:
@@ -244,6 +262,10 @@ def main(argv=None) -> int:
             print(f"mojo-compile: no such script: {args.script}", file=sys.stderr)
             return 2
         args.script_args = script_args
+        unwritable = _unwritable(getattr(args, "json", None))
+        if unwritable:  # (checked before the script runs: a training script may run for minutes)
+            print(f"mojo-compile: cannot write the report to {args.json}: {unwritable}", file=sys.stderr)
+            return 2
         _set_options(args)
     elif script_args:
         parser.error(f"{args.command} takes no script arguments")

@@ -314,14 +314,17 @@ class _ActiveWatch(Watch):
                          float("inf"), float("inf"), 0.0, False,
                          f"shape/dtype {tuple(fused.shape)} {fused.dtype} vs eager {tuple(eager.shape)} "
                          f"{eager.dtype}")
-        nan_ok = torch.equal(torch.isnan(fused).cpu(), torch.isnan(eager).cpu())
+        # NaN and +-inf where eager has them, and only there; the finite values are then compared (the others
+        # zeroed: the same on both sides)
+        special_ok = all(torch.equal(kind(fused).cpu(), kind(eager).cpu())
+                         for kind in (torch.isnan, torch.isposinf, torch.isneginf))
         f, e, x = (t.detach().double().cpu().nan_to_num(0.0, 0.0, 0.0) for t in (fused, eager, exact))
         max_abs = (f - e).abs().max().item() if f.numel() else 0.0
         rel, err, eager_err = _rel(f, e), _rel(f, x), _rel(e, x)
         bound = 2 * eager_err + FLOOR.get(fused.dtype, 1e-6)
-        ok = nan_ok and err <= bound
-        if not nan_ok:
-            note = "NaN where eager has none, or none where it has"
+        ok = special_ok and err <= bound
+        if not special_ok:
+            note = "NaN or inf where eager has none, or none where it has"
         return Check(gid, name, pattern, ops, site.target, kernel, what, _dtype(fused), max_abs, rel, err, bound,
                      ok, note)
 

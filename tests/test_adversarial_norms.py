@@ -154,6 +154,26 @@ def test_layouts_of_a_dynamic_shape_graph_propagate_through_composite_ops(target
         assert counts().get("mojo.rms_norm") == 1, mojo_compile.last_report().graphs[-1].notes
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("scale", [0.5, 0.25])
+def test_unweighted_bf16_norm_times_a_constant_compiles(scale, target):
+    """`(x32 * rsqrt(mean(x32^2) + eps) * c).to(bf16)`, a norm scaled by a Python constant: the built-in
+    rms_norm.gemma3n pattern binds its tensor `weight` to the float c, and Inductor re-traces the search function
+    with it before any check can refuse; `weight.to(...)` raised AttributeError (Inductor takes only a
+    RuntimeError for "no match") and the compile failed where eager runs. The re-trace's failure is a no-match
+    now (patterns._Tracer.retrace)."""
+    def fn(x):
+        h = x.float()
+        return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5) * scale).to(x.dtype)
+
+    x = randn(3, 64, dtype=torch.bfloat16)
+    got, want = compiled(fn, target)(x), fn(x)
+    if target == "torch":
+        assert torch.equal(got, want)
+    else:  # (a kernel for what fuses rounds once where eager rounds per op: bf16's default resolution)
+        torch.testing.assert_close(got, want)
+
+
 # ------------------------------------------------------------------------------------------------------------------
 # 4. The residual add + norm where only the sum carries a gradient (the normalised value is detached or only
 #    compared: a stop-gradient feature, a mask): eager gives the norm's weight no gradient (None) and the sum

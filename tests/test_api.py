@@ -75,8 +75,11 @@ def test_dump_dir(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- user patterns
-def test_register_pattern_user_fusion():
-    """A user's own spelling (scaled by a constant after the norm) becomes a Mojo op plus the scale."""
+@pytest.mark.parametrize("priority", [{}, {"priority": 100}], ids=["as in the README", "priority 100"])
+def test_register_pattern_user_fusion(priority):
+    """A user's own spelling (scaled by a constant after the norm) becomes a Mojo op plus the scale. As the README
+    registers it (no priority), the built-in patterns try the bf16 site first: rms_norm.gemma3n's re-trace with
+    the constant bound to its weight raised AttributeError, a compile failure (patterns._Tracer.retrace)."""
     def search(x, eps):
         h = x.float()
         return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * 0.5).to(x.dtype)
@@ -86,7 +89,7 @@ def test_register_pattern_user_fusion():
 
     examples = [(torch.randn(2, 8, dtype=torch.bfloat16),), (torch.randn(2, 8),)]
     mojo_compile.register_pattern("user.half_norm", search, replace, examples, scalars={"eps": 1.2345e-3},
-                                  priority=100)
+                                  **priority)
     try:
         x = torch.randn(3, 64, device=DEVICE, dtype=torch.bfloat16)
         fn = lambda x: search(x, 1e-5)  # noqa: E731

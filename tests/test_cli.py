@@ -142,3 +142,40 @@ def test_real_process_json_on_stdout(script):
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["graphs"]
     assert "raw fd write" in done.stderr and "script says" in done.stderr
+
+
+def test_the_message_of_sys_exit_is_shown(tmp_path, capfd):
+    """`sys.exit("message")`: Python prints the message and exits 1; so does mojo-compile (it printed nothing)."""
+    script = tmp_path / "exits.py"
+    script.write_text('import sys\nsys.exit("bad argument: need --steps")\n')
+    assert cli.main(["explain", str(script)]) == 1
+    assert "bad argument: need --steps" in capfd.readouterr().err
+
+
+def test_a_report_file_that_cannot_be_written_is_refused_before_the_script_runs(tmp_path, capfd):
+    """`explain --json missing/report.json`: a clear error before the script runs (it ran to its end, then
+    mojo-compile raised FileNotFoundError and the report was lost)."""
+    script, ran = tmp_path / "ran.py", tmp_path / "script_ran"
+    script.write_text(f"open({str(ran)!r}, 'w').close()\n")
+    assert cli.main(["explain", str(script), "--json", str(tmp_path / "missing" / "report.json")]) == 2
+    assert "cannot write the report" in capfd.readouterr().err and not ran.exists()
+    assert cli.main(["explain", str(script), "--json", str(tmp_path)]) == 2  # a folder
+    assert cli.main(["explain", str(script), "--json", str(tmp_path / "report.json")]) == 0
+    assert json.loads((tmp_path / "report.json").read_text())["graphs"] == [] and ran.exists()
+
+
+def test_verify_exits_1_on_an_infinity_where_eager_is_finite(tmp_path, capfd):
+    """`mojo-compile verify SCRIPT` exits 1 where a fused site returns +inf and eager 0 (it said "0 FAIL")."""
+    script = tmp_path / "relu_to_inf.py"
+    script.write_text(textwrap.dedent("""
+        import torch, mojo_compile
+        def search(x): return torch.relu(x) * 3.5
+        def replace(x): return torch.where(x > 0, x * 3.5, torch.full_like(x, float("inf")))
+        mojo_compile.register_pattern("user.relu_to_inf", search, replace, [(torch.randn(8),)])
+        try:
+            f = torch.compile(search, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})
+            f(torch.randn(16))
+        finally:
+            mojo_compile.unregister_pattern("user.relu_to_inf")
+    """))
+    assert cli.main(["verify", str(script)]) == 1, capfd.readouterr().out

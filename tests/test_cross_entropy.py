@@ -349,3 +349,30 @@ def test_op_rejects_bad_arguments():
     for eps in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="label_smoothing"):
             mojo.cross_entropy(x, torch.zeros(4, dtype=torch.long, device=DEVICE), -100, "mean", eps, target="torch")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["fp16", "fp32"])
+def test_a_row_with_a_plus_inf_logit_is_nan_as_eager(dtype, reduction, target):
+    """A +inf logit (an fp16 LM head that overflowed): eager's log_softmax subtracts the row's max, inf - inf, so
+    the row's loss and its whole gradient row are NaN (an ignored row's gradient too). The torch reference took
+    torch.logsumexp, which makes the row's lse +inf: loss +inf, a gradient row finite but for one column."""
+    t = torch.tensor([1, 2, -100, 4], device=DEVICE)
+
+    def fn(x, t):
+        return F.cross_entropy(x.float(), t, reduction=reduction)
+
+    x0 = torch.randn(4, 7, device=DEVICE)
+    x0[0, 3] = x0[2, 5] = float("inf")  # row 2 is ignored
+    results = []
+    for f in (fn, compile_mojo(fn, target)):
+        x = x0.to(dtype).requires_grad_()
+        loss = f(x, t)
+        loss.backward(torch.ones_like(loss))
+        results.append((loss.detach(), x.grad))
+    assert [s[0] for s in sites()] == [f"cross_entropy.{reduction}.rows"]
+    for got, eager in zip(results[1], results[0]):
+        assert torch.equal(got.isnan(), eager.isnan()) and torch.equal(got.isinf(), eager.isinf()), (got, eager)
+        finite = ~eager.isnan()
+        torch.testing.assert_close(got[finite], eager[finite])  # (the dtype's default resolution)

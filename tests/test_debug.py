@@ -150,3 +150,27 @@ def test_watching_leaves_the_users_inputs_and_outputs_alone():
     checked = {(c.site, c.pattern) for c in watcher.verification.checks}
     assert {("(graph)", "-"), ("<root: step>", "rms_norm.gemma")} <= checked, checked  # the checks did run
     assert watcher.verification.ok, watcher.verification.table()
+
+
+def _relu_scaled(x):
+    return torch.relu(x) * 3.5
+
+
+def _relu_scaled_to_inf(x):  # a wrong replacement: +inf where eager's result is 0
+    return torch.where(x > 0, x * 3.5, torch.full_like(x, float("inf")))
+
+
+@pytest.fixture
+def infinite_pattern():
+    mojo_compile.register_pattern("user.relu_to_inf", _relu_scaled, _relu_scaled_to_inf, [(torch.randn(8),)])
+    yield
+    mojo_compile.unregister_pattern("user.relu_to_inf")
+
+
+def test_verify_flags_an_infinity_where_eager_is_finite(infinite_pattern):
+    """A fused site that returns +inf where eager returns 0 is a FAIL: NaN and +-inf must sit where eager's do
+    (the finite values were compared with every infinity zeroed on both sides, so inf vs 0 passed)."""
+    x = torch.randn(16, device=DEVICE)
+    verification = mojo_compile.verify(_relu_scaled, x, options={"inner_compiler": "eager", "target": "torch"})
+    assert not verification.ok, verification.table()
+    assert any("inf where eager" in c.note for c in verification.checks if not c.ok), verification.table()

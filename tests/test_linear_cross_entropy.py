@@ -519,3 +519,30 @@ def test_dynamic_rows_fuse(target):
         for what, a, b, c, dtype in zip(("loss", "dhidden", "dweight"), got, eager, exact,
                                         (torch.float32, torch.bfloat16, torch.bfloat16)):
             check_as_accurate(a, b, c, dtype, f"{what} ({rows} rows)")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_an_overflowing_fp16_logit_gives_nan_as_eager(reduction, target):
+    """The fused LM head + loss in fp16 where one logit overflows to +inf: that row's loss and its whole row of
+    dlogits are NaN as eager's (so NaN reaches every column of dweight and the row of dhidden); the blockwise
+    reference's logsumexp / logaddexp made its lse +inf (loss +inf, 8 NaNs in dweight where eager has 88)."""
+    V, H = 11, 8
+    torch.manual_seed(0)
+    h, w = torch.randn(2, 3, H, device=DEVICE).half(), (torch.randn(V, H, device=DEVICE) / 2).half()
+    h[0, 0], w[3] = 200.0, 100.0  # row 0, column 3: 160000 -> +inf in fp16
+    t = torch.randint(0, V, (6,), device=DEVICE)
+    t[0] = 1
+
+    def fn(h, w, t):
+        return F.cross_entropy(F.linear(h, w).float().view(-1, V), t, reduction=reduction)
+
+    results = []
+    for f in (fn, compile_mojo(fn, target)):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = f(hh, ww, t)
+        loss.sum().backward()
+        results.append((loss.detach(), hh.grad, ww.grad))
+    assert [s[0] for s in sites()] == [f"linear_cross_entropy.linear.{reduction}"]
+    for got, eager in zip(results[1], results[0]):
+        assert torch.equal(got.isnan(), eager.isnan()), (got, eager)

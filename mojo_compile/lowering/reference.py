@@ -74,6 +74,14 @@ def row_chunks(*row_tensors):
     return list(zip(*(t.split(rows) for t in row_tensors)))
 
 
+def lse_as_log_softmax(lse):
+    """The rows' log-sum-exp as eager's log_softmax has it: it subtracts the row's max, so a row holding +inf
+    (an fp16 logit that overflowed) gives inf - inf = NaN -- its loss, and its whole gradient row (ignored rows
+    too), are NaN -- where torch.logsumexp special-cases an infinite max to +inf. (A finite row's log-sum-exp in
+    fp32 never reaches +inf.) The ttx kernels' max propagates the same way."""
+    return torch.where(lse == float("inf"), float("nan"), lse)
+
+
 def cross_entropy_rows(labels, ignore_index, n_classes):
     """(ignored, bad) per row: the label is ignore_index; the label is neither that nor a class in [0, V)."""
     ignored = labels == ignore_index

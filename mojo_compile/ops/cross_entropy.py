@@ -41,7 +41,7 @@ from torch import Tensor
 from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, interpreting, ttx_device_reason
 from ..lowering.reference import (cross_entropy_reduce, cross_entropy_row_grads, cross_entropy_rows,
-                                  cross_entropy_smoothed, row_chunks)
+                                  cross_entropy_smoothed, lse_as_log_softmax, row_chunks)
 
 REDUCTIONS = ("mean", "sum", "none")
 LOGIT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -152,11 +152,12 @@ for _op, _name in ((cross_entropy, "cross_entropy"), (cross_entropy_backward, "c
 
 # ------------------------------------------------------------------------------------------------ target: torch
 def reference(logits, labels, ignore_index, reduction, label_smoothing=0.0):
-    """fp32 per chunk of rows: lse by logsumexp, the label's logit gathered at a clamped index (never out of
-    bounds; a row with a bad label is NaN); with label smoothing, the rows' sums too (cross_entropy_smoothed)."""
+    """fp32 per chunk of rows: lse by logsumexp (NaN on a row holding +inf, as eager's), the label's logit
+    gathered at a clamped index (never out of bounds; a row with a bad label is NaN); with label smoothing, the
+    rows' sums too (cross_entropy_smoothed)."""
     v = logits.shape[1]
     chunks = row_chunks(logits)
-    lse = torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks])
+    lse = lse_as_log_softmax(torch.cat([torch.logsumexp(x.float(), dim=-1) for (x,) in chunks]))
     ignored, bad = cross_entropy_rows(labels, ignore_index, v)
     picked = logits.gather(1, labels.clamp(0, v - 1).unsqueeze(1)).squeeze(1).float()
     row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))

@@ -252,9 +252,10 @@ def _lce_dlogits(d, raw, softcap: float, logit_scale: float = 1.0, logit_divisor
 def reference(hidden, weight, labels, ignore_index, reduction, hidden_grad, weight_grad, softcap, logit_scale=1.0,
               logit_divisor=1.0, label_smoothing=0.0):
     """Blockwise over rows and vocabulary: per block the logits (_lce_logits), lse merged by logaddexp (online
-    logsumexp; -inf with -inf stays -inf, NaN propagates), the label's logit picked from the block holding it.
-    At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an upstream gradient of 1, where
-    asked for, by the backward below (a second pass: this is the reference, not the fast path)."""
+    logsumexp; -inf with -inf stays -inf, NaN propagates, +inf gives NaN as eager's), the label's logit picked
+    from the block holding it. At most one [rows, cols] fp32 block alive; nothing [N, V]. The gradients for an
+    upstream gradient of 1, where asked for, by the backward below (a second pass: this is the reference, not
+    the fast path)."""
     logit_ops = (softcap, logit_scale, logit_divisor)
     loss, lse = reference_loss(hidden, weight, labels, ignore_index, reduction, *logit_ops, label_smoothing)
     dh, dw = reference_backward(torch.ones_like(loss), None, hidden, weight, labels, lse, ignore_index, reduction,
@@ -287,6 +288,7 @@ def reference_loss(hidden, weight, labels, ignore_index, reduction, softcap, log
         sums.append(row_sum)
     lse, picked, row_sum = (torch.cat(lses), torch.cat(picks), torch.cat(sums)) if len(lses) > 1 else \
         (lses[0], picks[0], sums[0])
+    lse = shared.lse_as_log_softmax(lse)
     row = torch.where(ignored, 0.0, torch.where(bad, float("nan"), lse - picked))
     row = shared.cross_entropy_smoothed(row, lse, row_sum, labels, ignore_index, v, label_smoothing)
     return shared.cross_entropy_reduce(row, labels, ignore_index, reduction), lse

@@ -186,10 +186,23 @@ class _Tracer:
         try:
             key = (id(self), repr([pattern_cache.describe_argument(a) for a in args]))
         except pattern_cache.Unkeepable:
-            return trace_pre_dispatch(fn, args)
+            return self.retrace(args)
         if key not in _RETRACES:
-            _RETRACES[key] = trace_pre_dispatch(fn, args)
+            _RETRACES[key] = self.retrace(args)
         return _RETRACES[key]
+
+    def retrace(self, args: Sequence[Any]) -> GraphModule:
+        """The search function re-traced with a candidate's values. Inductor takes only a RuntimeError for "no
+        match": a candidate that binds a float to a parameter traced as a tensor (`x * 0.5` for `x * weight`)
+        fails in the search function's tensor code (`weight.to(...)`) with another exception, which would fail the
+        compile; any failure of the re-trace means the candidate is not the pattern's computation."""
+        try:
+            return trace_pre_dispatch(self.pattern.search, args)
+        except RuntimeError:
+            raise
+        except Exception as e:  # noqa: BLE001 - see above
+            raise RuntimeError(f"{self.pattern.name}: the candidate's values do not trace the search function "
+                               f"({type(e).__name__}: {e})") from e
 
 
 @dataclass(eq=False)
