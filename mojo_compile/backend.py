@@ -270,6 +270,7 @@ def keep_dynamo_input_metadata(dynamo_gm: GraphModule, aten_gm: GraphModule) -> 
 
 # ------------------------------------------------------------------------------------------------------ 3b. layouts
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+_SCALARS_OF_TENSORS = (torch.ops.aten.item.default, torch.ops.aten._local_scalar_dense.default)
 
 
 def _example_outputs(gm: GraphModule) -> list:
@@ -305,6 +306,9 @@ def relayout_views(gm: GraphModule, eager_outputs: Optional[list] = None) -> Opt
                     value = fake_mode.from_tensor(value, static_shapes=True)
                     node.meta["val"] = value
                 return value
+            if node.op == "call_function" and node.target in _SCALARS_OF_TENSORS and "val" in node.meta:
+                return node.meta["val"]  # (a data-dependent scalar, `.item()` of a float Dynamo made an input under
+                #                           dynamic=True: the symbol the trace gave it; fake tensors have no value)
             if node.op == "call_function" and node.target in _VIEWS:
                 try:
                     return super().run_node(node)

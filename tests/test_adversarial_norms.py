@@ -154,6 +154,31 @@ def test_layouts_of_a_dynamic_shape_graph_propagate_through_composite_ops(target
         assert counts().get("mojo.rms_norm") == 1, mojo_compile.last_report().graphs[-1].notes
 
 
+class ScaledHead(torch.nn.Module):
+    """Granite's spelling: the logits divided by a float attribute (`logits_scaling`), after the final norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm, self.head, self.logits_scaling = torch.nn.RMSNorm(H, eps=1e-6), torch.nn.Linear(H, 5), 4.0
+
+    def forward(self, x):
+        return self.head(self.norm(x)) / self.logits_scaling
+
+
+@pytest.mark.parametrize("target", TARGETS + ["torch+inductor"])
+def test_a_float_attribute_under_dynamic_shapes_leaves_the_graph_rewritable(target):
+    """dynamic=True makes a float attribute a graph input read by `.item()`: relayout_views' fake propagation has no
+    value for it and takes the trace's symbol. Was: every graph with such a float (Granite's multipliers) left
+    unrewritten ("DataDependentOutputException: aten._local_scalar_dense")."""
+    model = ScaledHead().to(DEVICE)
+    fn = compiled(model, target, dynamic=True)
+    for rows in (3, 5):
+        x = randn(2, rows, H)
+        torch.testing.assert_close(fn(x), model(x))
+        graph = mojo_compile.last_report().graphs[-1]  # (Inductor may compile the frame twice)
+        assert [s.op for s in graph.sites] == ["mojo.rms_norm"], graph.notes
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("scale", [0.5, 0.25])
 def test_unweighted_bf16_norm_times_a_constant_compiles(scale, target):
