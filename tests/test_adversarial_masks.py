@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import mojo_compile
-from conftest import DEVICE, WITH_INDUCTOR, mojo_options
+from conftest import DEVICE, TARGETS as KERNEL_TARGETS, WITH_INDUCTOR, mojo_options
 
 TARGETS = WITH_INDUCTOR  # every prover case also through Inductor
 B, H, S, D = 2, 2, 7, 8
@@ -248,3 +248,61 @@ def test_bool_part_of_an_additive_mask_written_in_place(dynamic, target):
     report = check(additive_window_with_sink, target, dynamic)
     for site in report.sites:
         assert "window" not in site.detail, site
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# A negative index in the mask's subgraph, a mask larger than the scores, a NaN in a constant mask.
+def wrapped_positions(q, k, v):
+    """Row i may attend keys j <= rows[i - 1] + 1; at i = 0 torch wraps the index -1 to the last row, so row 0
+    attends every key: not causal."""
+    rows = torch.arange(q.shape[2], device=q.device)
+    cols = torch.arange(k.shape[2], device=q.device)
+    mask = cols[None, :] <= (rows[rows - 1] + 1)[:, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
+def test_a_negative_index_in_the_mask_wraps_as_torch_does(target):
+    """dynamic=True: mask_algebra substitutes an index not provably >= 0 with torch's wrap (`i + size where
+    i < 0`). It substituted `X - 1` as is and proved the mask causal: row 0 attended key 0 alone (error ~2)."""
+    check(wrapped_positions, target, True)
+
+
+def eager_attention(q, k, v, mask):
+    """HF's eager spelling: scores + mask, fp32 softmax, cast, @ v."""
+    w = q @ k.transpose(2, 3) * q.shape[-1] ** -0.5 + mask
+    return F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+
+
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
+@pytest.mark.parametrize("q_shape,mask_shape", [((1, 4, 5, 8), (2, 1, 5, 5)), ((2, 1, 5, 8), (2, 4, 5, 5)),
+                                                ((2, 4, 1, 8), (2, 1, 3, 5))], ids=["batch", "heads", "rows"])
+def test_a_mask_larger_than_the_scores_is_eagers(q_shape, mask_shape, target):
+    """`scores + mask` with a mask larger than the scores in a dim where they have 1 (a batch-1 q under a batch-2
+    mask, one head under per-head biases, one query row under three): eager broadcasts the scores up and returns
+    the larger output. The site is refused; it fused, and the op raised "mask does not broadcast" at run time."""
+    q = torch.randn(q_shape, device=DEVICE)
+    k, v = (torch.randn(*q_shape[:2], 5, 8, device=DEVICE) for _ in range(2))
+    mask = torch.randn(mask_shape, device=DEVICE)
+    got = compiled(eager_attention, target, False)(q, k, v, mask)
+    torch.testing.assert_close(got, eager_attention(q, k, v, mask), rtol=1e-5, atol=1e-5)
+    assert "mojo.attention" not in mojo_compile.last_report().counts()
+
+
+def nan_above_the_diagonal(q, k, v):
+    s = q.shape[2]
+    above = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=torch.zeros(s, s, device=q.device).masked_fill(
+        above, float("nan")))
+
+
+@pytest.mark.parametrize("target", KERNEL_TARGETS)
+def test_a_nan_in_a_constant_additive_mask_is_not_a_masked_entry(target):
+    """One NaN in a constant additive mask: eager's rows that add it are NaN. mask_analysis.classify let {0, NaN}
+    through (NaN is neither != 0 and > -1e30 nor refused) and `mask == 0` made the NaN "masked": proven causal,
+    finite rows."""
+    q, k, v = (torch.randn(2, 4, 2, 8, device=DEVICE) for _ in range(3))
+    want = nan_above_the_diagonal(q, k, v)
+    assert want.isnan().any()
+    got = compiled(nan_above_the_diagonal, target, False)(q, k, v)
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)

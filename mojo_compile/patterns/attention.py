@@ -79,6 +79,11 @@ def _attention_check(match, causal: bool = False, additive: bool = False) -> boo
             return refuse(f"the mask is {mask.dtype}, neither bool nor float")
         if additive and mask.dtype == torch.bool:
             return refuse("a bool mask added to the scores (adds 0 / 1, not a mask)")
+        scores = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+        for m, n in zip(reversed(mask.shape), reversed(scores)):
+            if not (statically_known_true(m == 1) or statically_known_true(m == n)):
+                # (the eager spellings' `scores + mask` broadcasts the scores up to a larger mask: another output)
+                return refuse(f"the mask {list(mask.shape)} does not broadcast to the scores {list(scores)}")
     return True
 
 

@@ -145,9 +145,13 @@ def _slice(node, x, dim=0, start=None, end=None, step=1):
 
 
 def _index(node, x, indices):
+    """x[i0, i1, ...]: the index tensors' formulas substituted for x's index symbols. torch wraps a negative
+    index (-1 is the last row): an index not provably >= 0 is substituted as `i + size where i < 0`."""
     if len(indices) != x.rank or any(i is None for i in indices):
         return None
     exprs, shape = _broadcast(*indices)
+    exprs = [e if e.is_nonnegative else sympy.Piecewise((e + x.shape[k], e < 0), (e, True))
+             for k, e in enumerate(exprs)]
     return Formula(x.expr.xreplace({X(k): e for k, e in enumerate(exprs)}), shape)
 
 

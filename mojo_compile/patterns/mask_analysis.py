@@ -99,8 +99,8 @@ def classify(mask: torch.Tensor, sq: int, skv: int) -> Optional[MaskStructure]:
     or no mask at all; None if it is anything else (or a row is fully masked, which the structure cannot express)."""
     if mask.dtype != torch.bool:
         values = mask.float().unique()
-        if values.numel() > 2 or (values != 0).logical_and(values > -1e30).any():
-            return None  # an additive mask that is not 0 / a huge negative (finfo.min, -inf)
+        if values.numel() > 2 or not ((values == 0) | (values <= -1e30)).all():
+            return None  # an additive mask that is not 0 / a huge negative (finfo.min, -inf): a NaN too
         mask = mask == 0
     if mask.dim() > 4 or mask.shape[-2:] not in ((sq, skv), (1, skv), (sq, 1), (1, 1)):
         return None
