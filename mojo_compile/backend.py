@@ -16,6 +16,7 @@ differentiable program: the inner compiler (or eager autograd) builds the backwa
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Any, Callable, Optional
@@ -40,6 +41,14 @@ DEFAULT_TARGETS = {"cuda": ("ttx",), "npu": ("ttx", "torch_npu")}
 
 def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     """The Dynamo backend. kwargs: `mode` and `options` from torch.compile (see options.py)."""
+    # The compile's traces run autograd-recording ops on fake tensors. A saved-tensor hook active at the call (a
+    # non-reentrant checkpoint around a compiled block, activation offloading) must not see them: the checkpoint
+    # would count the compile's saves and fail in the backward. AOTAutograd defers the hooks the same way.
+    with _saved_tensors_hooks_deferred():
+        return _compile(gm, example_inputs, **kwargs)
+
+
+def _compile(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     options = Options.parse(**kwargs)
     target = resolve_target(options.target, example_inputs)
     of_dtensors = dtensor.in_graph(gm, example_inputs)  # decided once: the trace, its checks and the compile ask
@@ -86,7 +95,38 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
         dump(options.dump_dir, gm, graph_report)
     compiled = inner_compile(aten_gm, example_inputs, options, of_dtensors)   # 6
     graph_report.pieces = getattr(compiled, "mojo_pieces", 1)
+    if sites:
+        compiled = _unfused_for_tangents(compiled, gm)
     return watch.wrap(compiled)
+
+
+def _saved_tensors_hooks_deferred():
+    from torch._dynamo import utils as dynamo_utils
+
+    defer = getattr(dynamo_utils, "_disable_saved_tensors_hooks_during_tracing", None)
+    return defer() if defer is not None else contextlib.nullcontext()
+
+
+def _unfused_for_tangents(compiled: Callable, gm: GraphModule) -> Callable:
+    """Forward-mode AD: the Mojo ops have no forward-AD (jvp) formula, so a fused graph would drop an input's tangent
+    without a word. Dynamo does not recompile when an input becomes a dual tensor, so the choice is made per call:
+    inside a `forward_ad.dual_level()` with a dual input, the graph runs as Dynamo gave it (eager ops carry the
+    tangent). Outside one the cost is one module attribute read."""
+    import torch.autograd.forward_ad as forward_ad
+
+    boxed = getattr(compiled, "_boxed_call", False)
+
+    def run(*args):
+        if forward_ad._current_level >= 0:
+            flat = args[0] if boxed else args
+            if any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in flat):
+                log.info("mojo: graph run unfused: an input carries a forward-mode tangent, which the Mojo ops "
+                         "do not propagate")
+                return gm(*flat)
+        return compiled(*args)
+
+    run._boxed_call = boxed  # Dynamo calls a boxed function with one list it may clear
+    return run
 
 
 # Regions of Dynamo's graph (higher-order ops) that the pre-dispatch re-trace does not keep as eager runs them.
@@ -128,12 +168,21 @@ def _untraceable(gm: GraphModule, example_inputs, of_dtensors: bool) -> Optional
     if _writes_held_tensors(gm):
         # a compiled optimizer step: the fake re-trace cannot run the writes to the real tensors Dynamo holds
         return "the graph writes in place to tensors Dynamo holds as attributes (a compiled optimizer step)"
+    if any(n.op == "call_function" and _is_functorch_call(n) for n in gm.graph.nodes):
+        # torch.func.grad / vmap inlined by Dynamo: the re-trace would run their level changes (grad_increment_nesting,
+        # wrap_for_grad ...) instead of recording them, leaving functorch's state changed under Dynamo's guards
+        return "a torch.func transform (functorch levels) inside the graph, which the pre-dispatch trace does not keep"
     enter_inference_mode = getattr(torch.autograd.grad_mode, "_enter_inference_mode", None)
     if enter_inference_mode is not None and gm.graph.find_nodes(op="call_function", target=enter_inference_mode):
         # the pre-dispatch re-trace runs Dynamo's inference-mode calls instead of recording them: the region's outputs
         # would come back requiring grad where eager's do not
         return "an inference_mode region inside the graph, which the pre-dispatch trace does not keep"
     return None
+
+
+def _is_functorch_call(node) -> bool:
+    module = getattr(node.target, "__module__", None) or ""
+    return module.startswith(("torch._C._functorch", "torch._functorch"))
 
 
 def _writes_held_tensors(gm: GraphModule) -> bool:

@@ -15,7 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 
-from conftest import rel
+from conftest import DEVICE, TARGETS, mojo_options, rel
 
 OPTS = {"inner_compiler": "eager", "target": "torch"}
 
@@ -313,3 +313,100 @@ def test_compiled_optimizer_step(make_opt):
         opt_ref.zero_grad()
     for p, q in zip(model.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 6. Autograd surroundings of a compiled block: a non-reentrant checkpoint around its first compile, forward-mode
+#    AD through a fused graph, torch.func.grad inside the compiled function
+# ---------------------------------------------------------------------------------------------------------------
+def _weighted_sum(y):
+    return (y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view_as(y)).sum()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_block_first_compiled_inside_a_nonreentrant_checkpoint(target):
+    """`checkpoint(torch.compile(layer), x, use_reentrant=False)`, the usual way to combine per-block compile with
+    activation checkpointing; the first call compiles inside the checkpoint. The compile's fake-tensor traces ran
+    under the checkpoint's saved-tensor hooks, which counted their saves: the backward raised CheckpointError ("a
+    different number of tensors was saved"). The compile now defers those hooks as AOTAutograd does."""
+    import mojo_compile
+
+    layer = Layer().to(DEVICE)
+    ref, exact = copy.deepcopy(layer), copy.deepcopy(layer).double()
+    compiled = torch.compile(layer, backend="mojo", options=mojo_options(target))
+    inp = torch.randn(2, 9, 64, device=DEVICE)
+    grads = []
+    for fn, module, dtype in ((compiled, layer, torch.float32), (ref, ref, torch.float32),
+                              (exact, exact, torch.float64)):
+        x = inp.to(dtype).clone().requires_grad_()
+        _weighted_sum(cp.checkpoint(fn, x, use_reentrant=False)).backward()
+        grads.append([x.grad] + [p.grad for p in module.parameters()])
+    assert {s.op for s in mojo_compile.last_report().sites} >= {"mojo.rms_norm", "mojo.gated_act"}
+    for got, want, fp64 in zip(*grads):
+        # as accurate as eager's fp32 against the fp64 copy (another summation order: within twice eager's error)
+        assert rel(got, fp64) <= 2 * rel(want, fp64) + 1e-6
+
+
+FORWARD_AD = {
+    "linear": lambda x, w: F.linear(x, w),
+    "swiglu": lambda x, w: F.silu(F.linear(x, w)) * F.linear(x, 2 * w),
+    "rms_norm": lambda x, w: F.rms_norm(x, (x.shape[-1],), w[0], 1e-6),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(FORWARD_AD))
+@pytest.mark.parametrize("first", ["plain", "dual"])
+def test_forward_mode_tangent_through_a_fused_graph(first, name, target):
+    """A JVP (`forward_ad.make_dual`) through a compiled decode projection, gated MLP or norm. The Mojo ops have no
+    forward-AD formula, and Dynamo does not recompile when an input becomes dual, so a fused graph dropped the
+    tangent without a word (None). It now runs as Dynamo gave it while an input carries a tangent, whether the
+    first call was plain or dual; a plain call afterwards still runs the fused code."""
+    import torch.autograd.forward_ad as fwAD
+
+    import mojo_compile
+
+    fn = FORWARD_AD[name]
+    x, w, tx = (torch.randn(2, 8, device=DEVICE), torch.randn(6, 8, device=DEVICE),
+                torch.randn(2, 8, device=DEVICE))
+    compiled = torch.compile(fn, backend="mojo", options=mojo_options(target))
+
+    def jvp(f, xp=x, wp=w):
+        with torch.no_grad(), fwAD.dual_level():
+            primal, tangent = fwAD.unpack_dual(f(fwAD.make_dual(xp, tx.to(xp.dtype)), wp))
+            return primal, tangent
+
+    if first == "plain":
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-5, atol=1e-5)
+    got, want = jvp(compiled), jvp(fn)
+    if first == "plain":  # (a first compile on dual inputs may trace another graph; its values are what matter)
+        assert mojo_compile.last_report().sites, "nothing fused: the test would not reach a Mojo op"
+    exact = jvp(fn, x.double(), w.double())
+    assert got[1] is not None, "the tangent was dropped"
+    for g, e, x64 in zip(got, want, exact):
+        assert rel(g, x64) <= 2 * rel(e, x64) + 1e-6  # eager's ops: eager's accuracy
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x, w), fn(x, w), rtol=1e-5, atol=1e-5)
+
+
+FUNC_GRAD = {
+    "swiglu": lambda x, w: torch.func.grad(lambda w_: (F.silu(F.linear(x, w_)) * F.linear(x, 2 * w_)).sum())(w),
+    "geglu_product": lambda x, w: torch.func.grad(lambda w_: (F.gelu(w_, approximate="tanh") * (2 * w_)).sum())(w),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", list(FUNC_GRAD))
+def test_torch_func_grad_inside_the_compiled_function(name, target):
+    """`torch.func.grad` inside the compiled function (meta-learning, per-sample code): the backend's pre-dispatch
+    re-trace ran functorch's level changes (grad_increment_nesting, wrap_for_grad) instead of recording them, and
+    Dynamo's guard check failed on the same frame ("Guard failed on the same frame it was created"). Such a graph
+    is left as Dynamo gave it, with the reason in the report."""
+    import mojo_compile
+
+    fn = FUNC_GRAD[name]
+    x, w = torch.randn(2, 8, device=DEVICE), torch.randn(6, 8, device=DEVICE)
+    got = torch.compile(fn, backend="mojo", options=mojo_options(target))(x, w)
+    torch.testing.assert_close(got, fn(x, w), rtol=1e-5, atol=1e-5)
+    assert any("torch.func transform" in note for g in mojo_compile.last_report().graphs for note in g.notes)

@@ -79,7 +79,8 @@ def test_failures_are_logged_as_they_happen(gpu_verify, tmp_path):
         "def test_passes():\n    assert 1 + 1 == 2\n\n"
         "def test_fails():\n    assert [1, 2] == [1, 3], 'the marker of this failure'\n")
     log = gpu_verify.failure_log_path(str(tmp_path / "part9.json"))
-    env = {**os.environ, "MOJO_FAILURE_LOG": log, "PYTHONPATH": os.path.join(ROOT, "tests")}
+    env = {**os.environ, "MOJO_FAILURE_LOG": log,  # the package from this tree: installed only on CPU machines
+           "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests"), ROOT])}
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider",
                     str(tmp_path / "test_sample.py")], cwd=tmp_path, env=env, capture_output=True, timeout=300)
     assert gpu_verify.logged_failures(log) == ["test_sample.py::test_fails"]

@@ -148,6 +148,43 @@ def test_gated_linear_nan():
     assert torch.equal(torch.isnan(y), torch.isnan(ref)) and torch.isnan(y[0]).all() and torch.isnan(y[:, 2]).all()
 
 
+
+KERNEL_CALLS = {
+    "linear_fwd": lambda x, ws: [K.linear_fwd(x, ws[0])],
+    "linears_fwd, 2": lambda x, ws: K.linears_fwd(x, ws[:2]),
+    "linears_fwd, 3": lambda x, ws: K.linears_fwd(x, ws),
+    "gated_linear_fwd": lambda x, ws: [K.gated_linear_fwd(x, ws[0], ws[1], "silu")],
+}
+
+
+def _kernel_reference(name, x, ws):
+    x, ws = x.double(), [w.double() for w in ws]
+    if name == "gated_linear_fwd":
+        return [F.silu(x @ ws[0].T) * (x @ ws[1].T)]
+    return [x @ w.T for w in ws[:{"linear_fwd": 1, "linears_fwd, 2": 2}.get(name, 3)]]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 40), (2, 2, 40), (3, 40)], ids=["1x1xK", "2x2xK", "3xK"])
+@pytest.mark.parametrize("name", list(KERNEL_CALLS))
+def test_outputs_are_fresh_tensors(name, shape):
+    """Every output is a new contiguous tensor of its own (`_base is None`), not a view of a 2-D [M, N] buffer: made
+    under no_grad (a decode step), it can be written in place later in grad mode (`logits.mul_(p)`, p requiring
+    grad), as eager's F.linear output can. Found by review: the launchers returned `y.view(*x.shape[:-1], N)`, and
+    autograd raised "A view was created in no_grad mode and is being modified inplace with grad mode enabled"."""
+    x = make(*shape, dtype=torch.float32)
+    ws = [make(6, 40, dtype=torch.float32) for _ in range(3)]
+    with torch.no_grad():
+        ys = KERNEL_CALLS[name](x, ws)
+    for y, exact in zip(ys, _kernel_reference(name, x, ws)):
+        assert y._base is None and y.is_contiguous() and y.shape == exact.shape, (y.shape, exact.shape)
+        assert rel(y, exact) <= 1e-5
+        before = y.clone()
+        p = torch.randn(6, device=DEVICE, requires_grad=True)
+        y.mul_(p)  # grad mode on
+        y.sum().backward()
+        torch.testing.assert_close(y.detach(), before * p.detach())
+        torch.testing.assert_close(p.grad, before.reshape(-1, 6).sum(0))
+
 def test_empty_and_bad_arguments():
     x = make(2, 16, dtype=torch.float32)
     assert K.linear_fwd(x, make(0, 16, dtype=torch.float32)).shape == (2, 0)

@@ -436,6 +436,31 @@ def test_second_order_gradient(target, reduction):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_second_order_gradient_of_a_head_computed_from_the_hidden(target):
+    """`F.linear(h, h)` (a contrastive loss: every row scored against every row), with create_graph=True: the
+    weight is the hidden itself. The differentiable backward took autograd.grad at the saved tensors, so the
+    hidden's gradient also counted the path through the weight (computed from it) and came out about twice
+    eager's. Each input now goes through its own alias (reference.differentiable_grads)."""
+    def fn(h, t):
+        return F.cross_entropy(F.linear(h, h), t)
+
+    # rows of norm ~1.4, as a contrastive loss scores normalised embeddings: with randn rows the diagonal logits
+    # (~32) saturate the softmax, and both fp32 runs lose the second-order terms to cancellation
+    h = torch.randn(N_ROWS, HID, device=DEVICE) / 4
+    t = torch.randint(0, N_ROWS, (N_ROWS,), device=DEVICE)
+    got = []
+    for f, dtype in ((compile_mojo(fn, target), torch.float32), (fn, torch.float32), (fn, torch.float64)):
+        hh = h.to(dtype).clone().requires_grad_()
+        (dh,) = torch.autograd.grad(f(hh, t), (hh,), create_graph=True)
+        dh.square().sum().backward()
+        got.append((dh.detach(), hh.grad))
+        if f is not fn:
+            assert [op for _, op in sites()] == ["mojo.linear_cross_entropy"]
+    for what, mine, eager, exact in zip(("dhidden", "dhidden's gradient"), *got):
+        check_as_accurate(mine, eager, exact, torch.float32, what)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_enable_grad_inside_no_grad(target, forward_grads):
     """Compiled under no_grad, a loss inside `with torch.enable_grad()` still wants its gradients: they are
     computed in the forward, and autograd gets eager's."""

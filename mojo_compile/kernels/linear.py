@@ -203,7 +203,9 @@ def _launch_linears(x, weights, cfg=None):
     m = _check(x, *weights)
     x2 = _rows(x, m)
     k = x.shape[-1]
-    ys = [torch.empty((m, w.shape[0]), dtype=x.dtype, device=x.device) for w in weights]
+    # each output in its final shape, fresh and contiguous (the kernel writes it as [M, N_i] by its pointer): not a
+    # view of a 2-D buffer, which a caller could not write in place after a no_grad call
+    ys = [torch.empty((*x.shape[:-1], w.shape[0]), dtype=x.dtype, device=x.device) for w in weights]
     n_max = max(w.shape[0] for w in weights)
     block_n, block_k, num_warps = cfg or config(n_max, k, m)
     programs = [triton.cdiv(w.shape[0], block_n) for w in weights]
@@ -219,7 +221,7 @@ def _launch_linears(x, weights, cfg=None):
         wrap_triton(_linear_kernel)[(total,)](x2, *ws, *outs, *ns, k, x2.stride(0), *strides, p1, p2, M=m,
                                               NUM_W=len(weights), BLOCK_N=block_n, BLOCK_K=block_k,
                                               INTERPRET=interpreting(), num_warps=num_warps)
-    return [y.view(*x.shape[:-1], w.shape[0]) for y, w in zip(ys, weights)]
+    return ys
 
 
 def linear_fwd(x: torch.Tensor, weight: torch.Tensor, cfg=None) -> torch.Tensor:
@@ -245,7 +247,7 @@ def gated_linear_fwd(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torc
         raise ValueError(f"gated_linear: gate {list(gate_weight.shape)} and up {list(up_weight.shape)} differ")
     x2 = _rows(x, m)
     n, k = gate_weight.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    y = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)  # fresh: see _launch_linears
     block_n, block_k, num_warps = cfg or config(n, k, m, gated=True)
     programs = triton.cdiv(n, block_n)
     if programs > 0:
@@ -253,4 +255,4 @@ def gated_linear_fwd(x: torch.Tensor, gate_weight: torch.Tensor, up_weight: torc
                                                 gate_weight.stride(0), up_weight.stride(0), M=m,
                                                 ACT=ACT_CODES[act], BLOCK_N=block_n, BLOCK_K=block_k,
                                                 INTERPRET=interpreting(), num_warps=num_warps)
-    return y.view(*x.shape[:-1], n)
+    return y

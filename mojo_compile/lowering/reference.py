@@ -9,6 +9,8 @@ imported from one op module into another:
                                   their torch references and their ttx implementations
     ACTIVATIONS, activation       the gated activations as eager spells them: mojo::gated_act (ops/gated_act.py)
                                   and mojo::gated_linear (ops/linear.py)
+    differentiable_grads          gradients through a reference under create_graph=True (a second-order gradient):
+                                  the backward of every op with its own backward kernel
 
 Written as the eager spellings the patterns replace, so that on the torch target a compiled model computes exactly
 what the uncompiled one does, rounding included. Outputs are contiguous, as the fake impls promise.
@@ -124,3 +126,27 @@ def cross_entropy_smoothed(nll, lse, row_sum, labels, ignore_index, n_classes, l
     ignored = labels == ignore_index
     smooth = lse - row_sum / n_classes
     return torch.where(ignored, 0.0, nll * (1 - label_smoothing) + smooth * label_smoothing)
+
+
+def differentiable_grads(fn, inputs, wanted, outputs_grads):
+    """Gradients that are differentiable themselves, for a second-order gradient (torch.autograd.grad(...,
+    create_graph=True), then a backward through it): autograd through `fn`, the op's torch reference recomputed on
+    the saved tensors `inputs`, as eager differentiates its own. The `*_backward` Mojo ops have no autograd formula:
+    without this a double backward raised. `fn(*inputs)` returns the outputs that `outputs_grads` (None: no
+    gradient) go with; an input not `wanted` gets None."""
+    result = [None] * len(inputs)
+    wanted = [i for i, (t, w) in enumerate(zip(inputs, wanted)) if w and t is not None and t.requires_grad]
+    # Each input differentiated is an alias (a view of the whole, its own autograd node) that only the reference
+    # reads: autograd.grad at the saved tensor itself would also count the paths through another input computed
+    # from it (attention's k = q * 0.5, up = gate * 2), the total derivative where the op's is the partial one.
+    inputs = [t.view_as(t) if i in wanted else t for i, t in enumerate(inputs)]
+    with torch.enable_grad():
+        outputs = fn(*inputs)
+    pairs = [(o, g) for o, g in zip(outputs, outputs_grads) if g is not None]
+    if not wanted or not pairs:
+        return result
+    outs, grads = zip(*pairs)
+    got = torch.autograd.grad(outs, [inputs[i] for i in wanted], grads, create_graph=True, allow_unused=True)
+    for i, g in zip(wanted, got):
+        result[i] = g
+    return result

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_elementwise_reason, ttx_traceable
+from ..lowering.reference import differentiable_grads
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], target: str) -> None:
@@ -89,6 +90,17 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad_out, _grad_lse):
     q, k, v, out, lse, mask, q_pos, sinks = ctx.saved_tensors
     scale, causal, window, softcap, target = ctx.params
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        # differentiable gradients, for a second-order gradient: autograd through the fp32 reference (scores,
+        # softmax, p @ v) recomputed on the saved q, k, v and sinks (reference.differentiable_grads); the gradient
+        # reaching lse is ignored, as below
+        def forward(q, k, v, sinks):
+            p, _, _ = _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks, differentiable=True)
+            return ((p @ _grouped(v, q.shape[1]).float()).to(q.dtype),)
+
+        # (each input that requires a gradient gets one: needs_input_grad stops at the arguments given)
+        dq, dk, dv, dsinks = differentiable_grads(forward, (q, k, v, sinks), (True,) * 4, (grad_out,))
+        return dq, dk, dv, None, None, None, None, None, None, dsinks, None
     dq, dk, dv, dsinks = attention_backward(grad_out, q, k, v, out, lse, mask, q_pos, scale, causal, window, softcap,
                                             sinks, target)
     return dq, dk, dv, None, None, None, None, None, None, (dsinks if sinks is not None else None), None
@@ -145,8 +157,10 @@ def structural_mask(q, k, q_pos, causal, window):
     return allowed
 
 
-def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
-    """fp32 scores -> (p over the keys, lse, tanh of the softcap or None)."""
+def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks, differentiable=False):
+    """fp32 scores -> (p over the keys, lse, tanh of the softcap or None). `differentiable`: a row with nothing
+    allowed takes no NaN into autograd's graph (its softmax's NaN would reach q and k through an additive -inf
+    mask's backward): for the second-order path, which differentiates this."""
     s = q.float() @ _grouped(k, q.shape[1]).float().transpose(-1, -2) * scale
     t = None
     if softcap:
@@ -159,6 +173,8 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks):
         s = s.masked_fill(~allowed, float("-inf"))
     logits = s if sinks is None else torch.cat([s, sinks.float().view(1, -1, 1, 1).expand(*s.shape[:-1], 1)], -1)
     lse = torch.logsumexp(logits, dim=-1)
+    if differentiable:  # the row's p is 0 below whatever its logits: 0s instead of -inf, and no gradient
+        logits = logits.masked_fill(torch.isneginf(lse).unsqueeze(-1), 0.0)
     # softmax, not exp(s - lse): a row an additive mask fills with finfo.min has lse = finfo.min, which has lost
     # its log(n) to rounding -- eager's softmax gives that row 1/n per key. A row with nothing allowed (lse -inf):
     # p = 0, the op's contract. Only that row: a NaN score (NaN in q or k) stays NaN, as in eager.

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .. import lowering, sharding
-from ..lowering.reference import ACTIVATIONS, activation
+from ..lowering.reference import ACTIVATIONS, activation, differentiable_grads
 from ..kernels.common import ttx_elementwise_reason, ttx_traceable
 
 
@@ -98,6 +98,12 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad_y):
     gate, up = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        # differentiable gradients, for a second-order gradient: autograd through the torch reference recomputed on
+        # the saved gate and up (reference.differentiable_grads)
+        grad_gate, grad_up = differentiable_grads(lambda g, u: (reference(g, u, ctx.params[0]),), (gate, up),
+                                                  ctx.needs_input_grad[:2], (grad_y,))
+        return grad_gate, grad_up, None, None
     grad_gate, grad_up = gated_act_backward(grad_y, gate, up, *ctx.params)
     return grad_gate, grad_up, None, None
 
@@ -113,6 +119,11 @@ def _fused_setup(ctx, inputs, output):
 
 def _fused_backward(ctx, grad_y):
     (gate_up,) = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph=True: as _backward, through the reference on the saved gate_up
+        act, gate_first, _ = ctx.params
+        (grad,) = differentiable_grads(lambda t: (fused_reference(t, act, gate_first),), (gate_up,), (True,),
+                                       (grad_y,))
+        return grad, None, None, None
     return gated_act_fused_backward(grad_y, gate_up, *ctx.params), None, None, None
 
 

@@ -36,6 +36,7 @@ from torch import Tensor
 
 from .. import lowering, sharding
 from ..kernels.common import interpreting
+from ..lowering.reference import differentiable_grads
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -115,8 +116,27 @@ def _setup(ctx, inputs, output):
 def _backward(ctx, grad_y, _grad_mean, _grad_rstd):
     x, weight, mean, rstd = ctx.saved_tensors
     want_w, want_b = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        dx, dw = _differentiable(ctx, grad_y, x, weight, ctx.needs_input_grad[0], want_w)
+        return dx, dw, _differentiable_bias_grad(ctx, grad_y, want_b), None, None
     dx, dw, db = layer_norm_backward(grad_y, x, weight, mean, rstd, ctx.eps, want_w, want_b, None, ctx.target)
     return dx, (dw if want_w else None), _bias_grad(ctx, db, want_b), None, None
+
+
+def _differentiable(ctx, grad_y, x, weight, want_x, want_w):
+    """(dx, dweight) differentiable themselves, for a second-order gradient: autograd through the torch reference
+    (reference.differentiable_grads). Recomputed: the norm of the saved x (mean and rstd too: the saved ones are this
+    op's outputs, marked non-differentiable). The bias is not saved and not needed: y's gradient in x and the weight
+    does not depend on it."""
+    return differentiable_grads(lambda x, w: reference(x, w, None, ctx.eps)[:1], (x, weight), (want_x, want_w),
+                                (grad_y,))
+
+
+def _differentiable_bias_grad(ctx, grad_y, wanted):
+    """d bias = grad_y summed over the rows, in the bias's dtype: linear in grad_y, so differentiable as it is."""
+    if not wanted or ctx.bias_dtype is None:
+        return None
+    return grad_y.reshape(-1, grad_y.shape[-1]).sum(0).to(ctx.bias_dtype)
 
 
 def _bias_grad(ctx, db, wanted):
@@ -142,6 +162,14 @@ def _add_backward(ctx, grad_y, grad_sum, _grad_mean, _grad_rstd):
     if grad_y is None:  # only the sum carries a gradient: the weight and bias get none, as in eager
         return grad_sum, grad_sum, None, None, None, None
     want_w, want_b = ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients (_differentiable)
+        # the saved sum is this op's output: the second-order gradient reaches x and residual through it (this
+        # backward again, with grad_y None)
+        d_sum, dw = _differentiable(ctx, grad_y, total, weight, ctx.needs_input_grad[0] or ctx.needs_input_grad[1],
+                                    want_w)
+        if grad_sum is not None:
+            d_sum = grad_sum if d_sum is None else d_sum + grad_sum
+        return d_sum, d_sum, dw, _differentiable_bias_grad(ctx, grad_y, want_b), None, None
     d_sum, dw, db = layer_norm_backward(grad_y, total, weight, mean, rstd, ctx.eps, want_w, want_b, grad_sum,
                                         ctx.target)
     # x and residual are summed: both get the sum's gradient, one tensor, as eager's add backward hands them. (A

@@ -177,14 +177,11 @@ def _differentiable_backward(ctx, grad_loss, grad_lse):
     autograd with create_graph: a second-order gradient through the loss is eager's, at the reference's speed and
     memory (autograd keeps every block). The scaled forward gradients would drop the terms through them."""
     hidden, weight, labels = ctx.saved_tensors[:3]
-    wanted = [t for t, want in zip((hidden, weight), ctx.needs_input_grad[:2]) if want]
-    loss, lse = reference_loss(hidden, weight, labels, *ctx.params, *ctx.logit_ops, ctx.label_smoothing)
-    pairs = [(o, g) for o, g in ((loss, grad_loss), (lse, grad_lse)) if g is not None]
-    if not pairs or not wanted:
-        return None, None, *[None] * 10
-    outs, grads = zip(*pairs)
-    found = iter(torch.autograd.grad(outs, wanted, grads, create_graph=True, allow_unused=True))
-    dh, dw = [next(found) if want else None for want in ctx.needs_input_grad[:2]]
+    # (each input through its own alias: with a weight computed from the hidden, F.linear(h, h) as contrastive losses
+    # spell it, autograd.grad at the saved tensors took the total derivative, not the op's partial one)
+    dh, dw = shared.differentiable_grads(
+        lambda h, w: reference_loss(h, w, labels, *ctx.params, *ctx.logit_ops, ctx.label_smoothing),
+        (hidden, weight), ctx.needs_input_grad[:2], (grad_loss, grad_lse))
     return dh, dw, *[None] * 10
 
 

@@ -32,7 +32,7 @@ from torch import Tensor
 
 from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_traceable
-from ..lowering.reference import normalise, rms_norm_grad
+from ..lowering.reference import differentiable_grads, normalise, rms_norm_grad
 
 CAST_MODES = ("normed", "output", "rstd")
 
@@ -107,12 +107,21 @@ def _(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, weight_grad, 
 
 # --------------------------------------------------------------------------------------------------------- autograd
 def _rms_norm_setup(ctx, inputs, output):
-    x, weight, _eps, weight_offset, cast, target = inputs
+    x, weight, eps, weight_offset, cast, target = inputs
     ctx.save_for_backward(x, weight, output[1])
     ctx.params = (weight_offset, cast, target)
+    ctx.eps = eps  # for a second-order gradient only (differentiable_grads)
 
 
 def _rms_norm_bwd(ctx, grad_y, _grad_rstd):
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        # recomputed: the norm of the saved x (rstd too: the saved one is this op's output, not a function of x)
+        x, weight, _ = ctx.saved_tensors
+        weight_offset, cast, _ = ctx.params
+        grad_x, grad_w = differentiable_grads(
+            lambda x, w: normalise(x, w, ctx.eps, weight_offset, cast)[:1], (x, weight), ctx.needs_input_grad[:2],
+            (grad_y,))
+        return grad_x, grad_w, None, None, None, None
     x, weight, rstd = ctx.saved_tensors
     weight_offset, cast, target = ctx.params
     weight_grad = weight is not None and ctx.needs_input_grad[1]
@@ -124,9 +133,10 @@ rms_norm.register_autograd(_rms_norm_bwd, setup_context=_rms_norm_setup)
 
 
 def _add_rms_norm_setup(ctx, inputs, output):
-    _x, _residual, weight, _eps, weight_offset, cast, target = inputs
+    _x, _residual, weight, eps, weight_offset, cast, target = inputs
     ctx.save_for_backward(output[1], weight, output[2])
     ctx.params = (weight_offset, cast, target)
+    ctx.eps = eps  # for a second-order gradient only
     # An unused output's gradient comes as None: autograd's zeros for it would be a plain tensor where the output is
     # a DTensor (sequence parallelism), which a DTensor op refuses beside DTensors. zeros_like keeps the layout.
     ctx.set_materialize_grads(False)
@@ -137,6 +147,15 @@ def _add_rms_norm_bwd(ctx, grad_y, grad_sum, _grad_rstd):
     if grad_y is None:  # only the sum carries a gradient: the weight gets none, as in eager
         return grad_sum, grad_sum, None, None, None, None, None
     weight_offset, cast, target = ctx.params
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients (differentiable_grads)
+        # recomputed: the norm of the saved sum, which is this op's output: the second-order gradient reaches x and
+        # residual through it (d sum / d x = d sum / d residual = 1, this backward again with grad_y None)
+        grad_total, grad_w = differentiable_grads(
+            lambda t, w: normalise(t, w, ctx.eps, weight_offset, cast)[:1], (total, weight),
+            (ctx.needs_input_grad[0] or ctx.needs_input_grad[1], ctx.needs_input_grad[2]), (grad_y,))
+        if grad_sum is not None:
+            grad_total = grad_sum if grad_total is None else grad_total + grad_sum
+        return grad_total, grad_total, grad_w, None, None, None, None
     weight_grad = weight is not None and ctx.needs_input_grad[2]
     grad_total, grad_w = rms_norm_backward(grad_y, total, weight, rstd, grad_sum, weight_offset, cast, weight_grad,
                                            target)

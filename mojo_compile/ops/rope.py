@@ -24,7 +24,7 @@ from torch import Tensor
 
 from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_elementwise_reason, ttx_traceable
-from ..lowering.reference import normalise, rms_norm_grad
+from ..lowering.reference import differentiable_grads, normalise, rms_norm_grad
 from .rms_norm import _check_params, rms_norm_out_dtype
 
 
@@ -90,6 +90,16 @@ def _rope_setup(ctx, inputs, output):
 
 def _rope_bwd(ctx, grad_q, grad_k):
     cos, sin = ctx.saved_tensors
+    if torch.is_grad_enabled():  # create_graph=True (eager autograd; AOTAutograd traces backwards without it)
+        # differentiable gradients, for a second-order gradient: autograd through the torch reference
+        # (reference.differentiable_grads). q and k are not saved and not needed: the rotation is linear in them, so
+        # its gradient is the same at any point -- zeros of their shapes and dtypes stand in.
+        rotary_dim, interleaved, seq_dim, rotate_last, q_dtype, k_dtype, _ = ctx.params
+        q0, k0 = (g.new_zeros(g.shape, dtype=d).requires_grad_() for g, d in ((grad_q, q_dtype), (grad_k, k_dtype)))
+        grad_q, grad_k = differentiable_grads(
+            lambda q, k: reference(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last), (q0, k0),
+            (True, True), (grad_q, grad_k))
+        return grad_q, grad_k, None, None, None, None, None, None, None
     grad_q, grad_k = rope_backward(grad_q, grad_k, cos, sin, *ctx.params)
     return grad_q, grad_k, None, None, None, None, None, None, None
 
@@ -156,16 +166,26 @@ def _(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, c
 
 
 def _qk_setup(ctx, inputs, output):
-    (q, k, q_weight, k_weight, _eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim, together,
+    (q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved, seq_dim, together,
      target) = inputs
     _no_grad_for("qk_norm_rope", cos, sin)
     ctx.save_for_backward(q, k, q_weight, k_weight, output[2], output[3], cos, sin)
     ctx.params = (weight_offset, cast, rotary_dim, interleaved, seq_dim, together, target)
+    ctx.eps = eps  # for a second-order gradient only
 
 
 def _qk_bwd(ctx, grad_q, grad_k, _grad_q_rstd, _grad_k_rstd):
     q, k, q_weight, k_weight, q_rstd, k_rstd, cos, sin = ctx.saved_tensors
     weight_offset, cast, rotary_dim, interleaved, seq_dim, together, target = ctx.params
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients, as _rope_bwd
+        # recomputed: the norms of the saved q and k (the rstds too: the saved ones are this op's outputs)
+        def forward(q, k, q_weight, k_weight):
+            return qk_norm_reference(q, k, q_weight, k_weight, ctx.eps, weight_offset, cast, cos, sin, rotary_dim,
+                                     interleaved, seq_dim, together)[:2]
+
+        grads = differentiable_grads(forward, (q, k, q_weight, k_weight), ctx.needs_input_grad[:4],
+                                     (grad_q, grad_k))
+        return (*grads, *([None] * 10))
     grads = qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
                                   cos, sin, rotary_dim, interleaved, seq_dim, together, target)
     return (*grads, *([None] * 10))

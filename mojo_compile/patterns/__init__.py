@@ -889,12 +889,35 @@ def mark_grad_inputs(gm: GraphModule, example_inputs: Sequence) -> None:
             node.meta[GRAD_INPUT] = True
 
 
+def _in_place_writers(graph) -> list:
+    """The in-place ops of `graph` with the tensors each writes (written_by), their alias roots and storages."""
+    from ..canonicalize import storage_of, written_by
+
+    out = []
+    for node in graph.nodes:
+        written = written_by(node) if node.op == "call_function" else []
+        if written:
+            roots = {_alias_root(w) for w in written}
+            storages = {storage_of(w) for w in written} - {None}
+            out.append((node, roots, storages))
+    return out
+
+
 def needs_grad(value) -> bool:
     """Whether autograd may want a gradient for the tensor node `value`: it is computed from a flagged input
     (mark_grad_inputs) other than through detach. A superset (grad mode is not tracked): a caller refuses a fusion
-    whose op gives that input no gradient."""
+    whose op gives that input no gradient.
+
+    Beside the producers, the walk follows the in-place writes into each tensor's alias set (a written tensor with
+    the same alias root, or the same traced storage): `h[0] = x[0]`, `h.narrow(0, 0, 1).copy_(x)`,
+    `torch._foreach_add_([h], [x])` write h through a view (or a list) and leave later reads of h on h's own node,
+    whose producers have no grad input; the writer's inputs are then inputs of h. Every writer in the graph counts,
+    before or after the read (a superset: a missed fusion, never a fusion without the gradient)."""
     if not isinstance(value, Node):
         return False
+    from ..canonicalize import storage_of
+
+    writers = None
     stack, seen = [value], set()
     while stack:
         node = stack.pop()
@@ -903,6 +926,13 @@ def needs_grad(value) -> bool:
         seen.add(node)
         if node.meta.get(GRAD_INPUT):
             return True
+        if writers is None:
+            writers = _in_place_writers(node.graph)
+        if writers:
+            root, storage = _alias_root(node), storage_of(node)
+            for writer, roots, storages in writers:
+                if writer not in seen and (root in roots or (storage is not None and storage in storages)):
+                    stack.append(writer)  # its inputs (the values written) reach node's values
         if node.op == "call_function" and node.target in _GRAD_CUTS:
             continue
         stack.extend(n for n in node.all_input_nodes)
