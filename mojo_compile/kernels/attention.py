@@ -45,6 +45,8 @@ rescales p in both kernels (a no-op, up to rounding, for ordinary rows).
 """
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -730,7 +732,9 @@ def _extras(q, k, q_pos, mask, sinks):
         kind = MASK_BOOL if mask.dtype == torch.bool else MASK_ADD
         if kind == MASK_BOOL and all(isinstance(n, int) and n == 1 for n in mask.shape[-3:-1]):
             kind = MASK_KEYS  # [B, 1, 1, S_kv] (key padding) or narrower: one row of keys per batch
-            ranges = _key_ranges(mask.reshape(-1, mask.shape[-1]).expand(-1, s_kv))
+            # (the row count spelled out: reshape(-1, 0) is ambiguous for an empty key sequence)
+            rows = mask.reshape(math.prod(mask.shape[:-1]), mask.shape[-1])
+            ranges = _key_ranges(rows.expand(-1, s_kv))
         if kind != MASK_ADD:
             mask = as_bytes(mask)  # a byte per element either way; loads as an integer everywhere
         mask = mask.expand(batch, hq, s_q, s_kv)

@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover
         return fn
 
 __all__ = ["NotInlinable", "writes", "declared_writes", "wrap_triton", "interpreting", "as_bytes", "size_hint",
-           "device_caps", "few_rows_config", "pipeline_stages", "PIPELINE_RESERVE", "contiguous_rows",
+           "device_caps", "few_rows_config", "pipeline_stages", "PIPELINE_RESERVE", "contiguous_rows", "rows",
            "inductor_accesses", "inductor_writes", "mismatch", "record_launches", "ACT_CODES", "CAST_CODES",
            "round_to", "expf", "logf", "tanhf", "tanh_exp2", "exp_units", "normalise", "FLOAT_DTYPES", "ttx_traceable",
            "ttx_device_reason", "ttx_device_type_reason", "triton_backends", "ttx_elementwise_reason",
@@ -346,9 +346,15 @@ def as_bytes(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8) if type(mask) is torch.Tensor else mask.to(torch.uint8)
 
 
+def rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., N] as [M, N], M the product of the leading dims (a view where they merge). Not reshape(-1, N): with
+    N = 0 (an empty hidden size) torch cannot infer the -1."""
+    return t.flatten(0, -2) if t.dim() > 1 else t.unsqueeze(0)
+
+
 def contiguous_rows(t: torch.Tensor) -> torch.Tensor:
     """[..., N] as a contiguous [M, N] (a view when it already is): the row kernels index rows * N + cols."""
-    return t.reshape(-1, t.shape[-1]).contiguous()
+    return rows(t).contiguous()
 
 
 def size_hint(n, fallback: int = 4096) -> int:

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-from .common import (ACT_CODES, device_caps, expf, gated_activation, interpreting, round_to, tanhf, wrap_triton,
+from .common import (ACT_CODES, device_caps, expf, gated_activation, interpreting, round_to, rows, tanhf, wrap_triton,
                      writes)
 
 # torch's constants as its kernels hold them, in fp32 (the literals below are exact fp32 values; module-level
@@ -174,7 +174,7 @@ def _config(n_cols: int) -> tuple[int, int, int]:
 
 def _rows(t: torch.Tensor) -> torch.Tensor:
     """[..., I] as [M, I] with unit column stride: a view when the leading dims merge (chunk halves do)."""
-    t2 = t.reshape(-1, t.shape[-1])
+    t2 = rows(t)
     return t2 if t2.stride(1) == 1 else t2.contiguous()
 
 

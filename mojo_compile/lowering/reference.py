@@ -30,6 +30,11 @@ def activation(g, act: str):
     return F.gelu(g, approximate="tanh" if act == "gelu_tanh" else "none")
 
 
+def rows(t):
+    """[..., N] as [M, N]: not reshape(-1, N), which cannot infer the -1 when N = 0 (an empty hidden size)."""
+    return t.flatten(0, -2) if t.dim() > 1 else t.unsqueeze(0)
+
+
 def normalise(x, weight, eps, weight_offset, cast):
     """RMSNorm of the rows of x as the `cast` spelling rounds it (ops/rms_norm.py): (y, rstd fp32)."""
     x32 = x.float()
@@ -56,7 +61,7 @@ def rms_norm_grad(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, w
         grad_x = grad_x + grad_residual.float()
     if weight is not None and weight_grad:
         n_seen = n.to(x.dtype).float() if cast == "normed" else n  # the weight multiplied the rounded value
-        grad_w = (g * n_seen).reshape(-1, x.shape[-1]).sum(0).to(weight.dtype)
+        grad_w = rows(g * n_seen).sum(0).to(weight.dtype)
     else:
         grad_w = x.new_empty((0,))
     return grad_x.to(x.dtype).contiguous(), grad_w

@@ -27,6 +27,7 @@ from typing import Optional
 
 import torch
 from torch import Tensor
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .. import lowering, sharding
 from ..kernels.common import FLOAT_DTYPES, ttx_device_reason, ttx_elementwise_reason, ttx_traceable
@@ -185,8 +186,13 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks, d
 
 def _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks) -> bool:
     """On a CPU, torch's own flash kernel (which returns the log-sum-exp too) computes the plain cases: no mask tensor
-    (its fully masked rows differ from eager's), no softcap / sinks / window, causal only when square (static)."""
+    (its fully masked rows differ from eager's), no softcap / sinks / window, causal only when square (static). Not
+    an empty query or key sequence: that kernel divides by zero there (SIGFPE, the process dies), and eager's SDPA
+    never sends it one; the fp32 path gives the empty output / zeros."""
     if q.device.type != "cpu" or mask is not None or q_pos is not None or window or softcap or sinks is not None:
+        return False
+    # (traced with symbolic sizes too: a size not known to be non-zero takes the fp32 path, and adds no guard)
+    if not all(statically_known_true(n != 0) for n in (q.numel(), k.numel())):
         return False
     sq, skv = q.shape[2], k.shape[2]
     return not causal or (isinstance(sq, int) and isinstance(skv, int) and sq == skv)

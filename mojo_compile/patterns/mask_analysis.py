@@ -96,7 +96,10 @@ def evaluate_constant(gm: GraphModule, node: Node) -> Optional[torch.Tensor]:
 
 def classify(mask: torch.Tensor, sq: int, skv: int) -> Optional[MaskStructure]:
     """The structure `mask` is exactly, for every batch and head: causal (bottom-right), causal + sliding window,
-    or no mask at all; None if it is anything else (or a row is fully masked, which the structure cannot express)."""
+    or no mask at all; None if it is anything else (or a row is fully masked, which the structure cannot express).
+    An empty mask (no query or no key) proves nothing worth a structure: it stays a tensor."""
+    if mask.numel() == 0 or sq == 0 or skv == 0:
+        return None
     if mask.dtype != torch.bool:
         values = mask.float().unique()
         if values.numel() > 2 or not ((values == 0) | (values <= -1e30)).all():
@@ -276,7 +279,11 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
             continue  # written in place before attention reads it
         key = (mask, str(q.shape[2]), str(k.shape[2]))
         if key not in cache:
-            cache[key] = _prove(gm, mask, q.shape[2], k.shape[2], writes)
+            try:
+                cache[key] = _prove(gm, mask, q.shape[2], k.shape[2], writes)
+            except Exception as e:  # an optimisation, not a requirement: a proof that fails keeps the tensor
+                log.debug("mojo attention: mask proof failed, the mask stays a tensor: %s", e)
+                cache[key] = None
         structure = cache[key]
         if structure is None:
             continue
