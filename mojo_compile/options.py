@@ -3,6 +3,7 @@
     target          ttx | torch_npu | torch             env MOJO_BACKEND      default: from the inputs' device
     inner_compiler  inductor | eager                     env MOJO_INNER        default: inductor
     disable         pattern names / globs / families     env MOJO_DISABLE      default: none (comma-separated)
+                    ("=name": that exact name only, not a family of that name)
     dump_dir        write graphs and the report there    env MOJO_DUMP_DIR     default: off
     backward_piece_mb  a training graph is compiled in     env MOJO_BACKWARD_PIECE_MB  default: 256
                     pieces of about this many MiB of parameter gradients (pieces.py); 0: whole

@@ -83,7 +83,10 @@ class Pattern:
         return not any(self.disabled_by(d) for d in disabled)
 
     def disabled_by(self, entry: str) -> bool:
-        """Whether a `disable` entry turns this pattern off: a glob over its name, or its family."""
+        """Whether a `disable` entry turns this pattern off: a glob over its name, or its family; an entry "=name"
+        is that exact name only (no glob, no family), for a pattern named like a family (bisect uses it)."""
+        if entry.startswith("="):
+            return self.name == entry[1:]
         return fnmatch.fnmatchcase(self.name, entry) or self.family == entry
 
 
