@@ -44,7 +44,7 @@ def mojo_backend(gm: GraphModule, example_inputs: list, **kwargs: Any) -> Callab
     # The compile's traces run autograd-recording ops on fake tensors. A saved-tensor hook active at the call (a
     # non-reentrant checkpoint around a compiled block, activation offloading) must not see them: the checkpoint
     # would count the compile's saves and fail in the backward. AOTAutograd defers the hooks the same way.
-    with _saved_tensors_hooks_deferred():
+    with _saved_tensors_hooks_deferred(), patterns.compiling():
         return _compile(gm, example_inputs, **kwargs)
 
 

@@ -332,6 +332,7 @@ def register_rule(op, rule: Callable[[Node], Optional[Node]]) -> None:
     RULES[op] = rule
     from . import patterns  # patterns traced before the rule existed are traced again, under it
     patterns.forget_traces()
+    patterns.registry_changed(f"canonicalisation rule for {op} registered")
 
 
 def canonicalize(graph_or_module: Graph | GraphModule) -> int:

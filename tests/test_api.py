@@ -100,6 +100,57 @@ def test_register_pattern_user_fusion(priority):
         mojo_compile.unregister_pattern("user.half_norm")
 
 
+@torch.library.custom_op("mojo::test_api_sig3_inference", mutates_args=())
+def sig3_inference(x: torch.Tensor, target: str = "torch") -> torch.Tensor:
+    """A user's op registered for inference only: no autograd formula. (A Mojo op's last argument names the
+    target its site was lowered for.)"""
+    return torch.sigmoid(x) * 3.0
+
+
+sig3_inference.register_fake(lambda x, target="torch": torch.empty_like(x))
+
+
+@torch.library.custom_op("mojo::test_api_sig3_trained", mutates_args=())
+def sig3_trained(x: torch.Tensor, target: str = "torch") -> torch.Tensor:
+    return torch.sigmoid(x) * 3.0
+
+
+sig3_trained.register_fake(lambda x, target="torch": torch.empty_like(x))
+sig3_trained.register_autograd(lambda ctx, g: (g * 3.0 * torch.sigmoid(ctx.x) * (1 - torch.sigmoid(ctx.x)), None),
+                               setup_context=lambda ctx, inputs, output: setattr(ctx, "x", inputs[0]))
+
+
+@pytest.mark.parametrize("op,grad,fused", [(sig3_inference, True, False), (sig3_inference, False, True),
+                                           (sig3_trained, True, True)], ids=["no formula, training",
+                                                                             "no formula, inference", "formula"])
+def test_a_user_op_without_autograd_is_not_fused_where_a_gradient_is_wanted(op, grad, fused):
+    """A user's replacement calling an op with no autograd formula leaves a site whose inputs need a gradient to
+    eager (the backward raised where eager computes it); without a gradient, or with a formula, it fuses; the
+    weight's gradient is eager's (the same fp32 arithmetic, to rounding)."""
+    def search(x):
+        return torch.sigmoid(x) * 3.0
+
+    mojo_compile.register_pattern("user.sig3", search, lambda x: op(x), [(torch.randn(4, 8),)])
+    try:
+        lin = torch.nn.Linear(8, 8)
+        x = torch.randn(3, 4, 8)
+        step = lambda x: search(lin(x)).sum()  # noqa: E731
+        with torch.set_grad_enabled(grad):
+            out = torch.compile(step, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(x)
+        assert [s.pattern for s in mojo_compile.last_report().sites] == (["user.sig3"] if fused else [])
+        with torch.set_grad_enabled(grad):
+            expected = step(x)
+        torch.testing.assert_close(out, expected)
+        if grad:
+            out.backward()
+            fused_grad = lin.weight.grad.clone()
+            lin.zero_grad()
+            expected.backward()
+            torch.testing.assert_close(fused_grad, lin.weight.grad)
+    finally:
+        mojo_compile.unregister_pattern("user.sig3")
+
+
 def test_register_pattern_errors():
     ok = (torch.randn(2, 8),)
     with pytest.raises(mojo_compile.PatternError, match="must take the same parameters"):

@@ -262,3 +262,102 @@ def test_option_errors_reach_the_caller_as_themselves():
     for noise in ("report", "PyTorch", "TORCHDYNAMO_VERBOSE", "backend='mojo' raised", "from user code"):
         assert noise not in message, message
     assert isinstance(info.value, ValueError)
+
+
+# Two user patterns whose searches trace to the same graph, each replacing the site by an equal value plus its own
+# offset (written without the search's spelling, so that one replacement is not matched again by the other).
+# Run in a fresh process: the state at stake is process-wide (Inductor's record of traced graphs, Dynamo's cache).
+SAME_SEARCH = """
+import torch, torch.nn.functional as F, mojo_compile
+OPT = {"inner_compiler": "eager", "target": "torch"}
+def search(x):
+    return torch.sigmoid(x) * 3.0
+def plus(offset):
+    return lambda x: 3.0 / (1.0 + torch.exp(-x)) + offset
+def offset(fn=search, **options):
+    x = torch.randn(3, 8)
+    out = torch.compile(fn, backend="mojo", options={**OPT, **options})(x)
+    return round((out - fn(x)).mean().item())
+"""
+
+
+def _run_fresh(body: str) -> str:
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()[-1]
+
+
+SAME_SEARCH_CASES = {
+    # the higher priority runs first, whichever registered first
+    "priority": ("userA", "userB", 50, "", "200"),
+    "priority, registered the other way round": ("userB", "userA", -50, "", "200"),
+    # the other one still runs when the first one is disabled or removed
+    "disabled": ("userA", "userB", 50, "print(offset(disable=['userB']))", "100"),
+    "first disabled": ("userA", "userB", 0, "print(offset(disable=['userA']))", "200"),
+    "first unregistered": ("userA", "userB", 0, "mojo_compile.unregister_pattern('userA')\n", "200"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_SEARCH_CASES))
+def test_patterns_with_the_same_search_each_run(case):
+    """A pattern whose search traces like another's is its own pattern: priority, disable and unregister_pattern
+    apply to it as to any (it was skipped as the other's duplicate: never run, whatever its priority)."""
+    first, second, priority, then, expected = SAME_SEARCH_CASES[case]
+    offsets = {"userA": 100, "userB": 200}
+    body = SAME_SEARCH + f"""
+mojo_compile.register_pattern({first!r}, search, plus({offsets[first]}), [(torch.randn(4, 8),)])
+mojo_compile.register_pattern({second!r}, search, plus({offsets[second]}), [(torch.randn(4, 8),)],
+                              priority={priority})
+""" + (then if then.startswith("print") else then + "print(offset())")
+    assert _run_fresh(body) == expected
+
+
+@pytest.mark.parametrize("compile_first", [False, True])
+def test_a_user_pattern_over_a_builtins_search_follows_its_priority(compile_first):
+    """A user's pattern with a built-in's search and a higher priority wins, whether or not an earlier compile
+    had the built-in traced (it did not when no compile ran first, and lost when one had)."""
+    body = SAME_SEARCH + f"""
+def swiglu(gate, up):
+    return F.silu(gate) * up
+def own(gate, up):
+    return gate / (1.0 + torch.exp(-gate)) * up + 100
+args = (torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(2, 5, 64, dtype=torch.bfloat16))
+if {compile_first}:
+    torch.compile(swiglu, backend="mojo", options=OPT)(*args)
+mojo_compile.register_pattern("user.swiglu", swiglu, own,
+                              [(torch.randn(4, 64, dtype=torch.bfloat16), torch.randn(4, 64, dtype=torch.bfloat16))],
+                              priority=100)
+out = torch.compile(swiglu, backend="mojo", options=OPT)(*args)
+print(round((out.float() - swiglu(*args).float()).mean().item()))
+"""
+    assert _run_fresh(body) == "100"
+
+
+REGISTRY_CHANGES = {
+    # a pattern removed after a compile does not run in a new compile of the same function, nor on the next call
+    # of the function compiled before
+    "unregistered": ("mojo_compile.register_pattern('user.sig3', search, plus(100), [(torch.randn(4, 8),)])",
+                     "mojo_compile.unregister_pattern('user.sig3')", "0"),
+    "registered": ("", "mojo_compile.register_pattern('user.sig3', search, plus(100), [(torch.randn(4, 8),)])",
+                   "100"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REGISTRY_CHANGES))
+@pytest.mark.parametrize("recompile", [True, False])
+def test_a_registry_change_reaches_code_compiled_before(case, recompile):
+    """Dynamo caches compiled code per function, guarded on the backend and its options, not on our registry: a
+    change after a compile resets Dynamo, so the next call compiles under the registry as it is now."""
+    before, change, expected = REGISTRY_CHANGES[case]
+    call = "torch.compile(search, backend='mojo', options=OPT)(x)" if recompile else "compiled(x)"
+    body = SAME_SEARCH + f"""
+{before}
+x = torch.randn(3, 8)
+compiled = torch.compile(search, backend="mojo", options=OPT)
+compiled(x)
+{change}
+print(round(({call} - search(x)).mean().item()))
+"""
+    assert _run_fresh(body) == expected

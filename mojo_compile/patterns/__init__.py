@@ -72,6 +72,12 @@ class Pattern:
     optional: tuple = ()  # tensor parameters that may bind None too
     builtin: bool = False  # registered by this package: its registration traces may come from pattern_cache
     _sets: Optional[list] = None  # one _InputSet per example input set (None: none registered, nothing known)
+    # The graphs this pattern's input sets traced to, for Inductor's skip_duplicates (a set that traces like an
+    # earlier set of the same pattern is applied by that set's pass). A user's pattern keeps its own record: were
+    # it shared, a pattern whose search traces like another's would never run, whatever its priority, and stay
+    # dead when the other is disabled, refuses the site, or is unregistered. Built-ins share _SEEN_GRAPHS.
+    _seen_graphs: dict = field(default_factory=lambda: collections.defaultdict(list))
+    _without_backward: Optional[tuple] = None  # the replacement's ops autograd cannot differentiate (traced once)
 
     @property
     def tensor_params(self) -> list[str]:
@@ -121,7 +127,34 @@ def register_graph_pass(name: str, fn: Callable[[GraphModule], Sequence[Node]], 
         raise PatternError(f"a graph pass named {name!r} is already registered: pass replace=True to replace it")
     graph_pass = GraphPass(name, fn, family or name.split(".")[0])
     _GRAPH_PASSES[name] = graph_pass
+    registry_changed(f"graph pass {name!r} registered")
     return graph_pass
+
+
+_COMPILES = {"done": 0, "running": 0}  # mojo backend compiles finished, and running now (see compiling())
+
+
+@contextlib.contextmanager
+def compiling():
+    """Around each mojo backend compile: a registry change made while one runs (the built-ins and fusion plug-ins
+    loading on first need) is part of that compile, not a change after it."""
+    _COMPILES["running"] += 1
+    try:
+        yield
+    finally:
+        _COMPILES["running"] -= 1
+        _COMPILES["done"] += 1
+
+
+def registry_changed(what: str) -> None:
+    """A pattern, graph pass or canonicalisation rule was added, replaced or removed. After a compile, this resets
+    Dynamo (torch._dynamo.reset()): its cache of compiled code is guarded on the code, the inputs and the backend
+    with its options, not on our registry, so a new torch.compile of the same function (or the next call of one
+    compiled before) would run code rewritten under the old registry -- a removed fusion still running, a new one
+    ignored. Everything compiled so far, by any backend, is compiled again on its next call."""
+    if _COMPILES["done"] and not _COMPILES["running"]:
+        log.info("mojo: %s after a compile: torch._dynamo.reset(), so that compiled code follows the change", what)
+        torch._dynamo.reset()
 
 
 def registered_graph_passes() -> list[GraphPass]:
@@ -130,7 +163,9 @@ def registered_graph_passes() -> list[GraphPass]:
     return list(_GRAPH_PASSES.values())
 
 
-_SEEN_GRAPHS: dict = collections.defaultdict(list)  # (fp32 forms of different spellings often trace alike)
+# The built-ins' shared record of traced graphs: the fp32 forms of different spellings often trace alike, and one
+# pass applies them all (fewer matcher passes per compile); their priorities and checks are written for it.
+_SEEN_GRAPHS: dict = collections.defaultdict(list)
 _SOURCES: dict = {}  # matched input nodes -> nn_module_stack of the matched code, until its Mojo op takes it
 _RETRACES: dict = {}  # (tracer, static argument description) -> search re-trace, within one rewrite()
 
@@ -336,6 +371,7 @@ def register_pattern(
         _BUILTIN_NAMES.add(name)
     else:
         _BUILTIN_NAMES.discard(name)
+    registry_changed(f"pattern {name!r} registered")
     return pattern
 
 
@@ -351,6 +387,7 @@ def unregister_pattern(name: str) -> Pattern:
     pattern = _PATTERNS.pop(name)
     _BUILTIN_NAMES.discard(name)
     _forget_traces(pattern)
+    registry_changed(f"pattern {name!r} unregistered")
     return pattern
 
 
@@ -497,8 +534,8 @@ def _register(pattern: Pattern, item: _InputSet) -> None:
     optional = {"skip_duplicates": True}
     optional = {k: v for k, v in optional.items() if k in _register_replacement_kwargs()}
     pattern_pass = pm.PatternMatcherPass(pass_name=f"mojo:{pattern.name}")
-    if optional:  # one record of traced graphs for all passes: a graph another pattern registered is skipped
-        pattern_pass.seen_patterns = _SEEN_GRAPHS
+    if optional:  # a graph that a set of the same record registered is skipped (Pattern._seen_graphs says why)
+        pattern_pass.seen_patterns = _SEEN_GRAPHS if pattern.builtin else pattern._seen_graphs
     tracer = _Tracer(pattern)
     try:
         with _default_float32() if pattern.builtin else contextlib.nullcontext():
@@ -734,7 +771,7 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
     reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match) or \
-        _mixed_dtensors(match)
+        _mixed_dtensors(match) or _no_backward(pattern, match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
     _REFUSAL["verdict"] = (pattern.name, reason)
@@ -750,6 +787,50 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
             _SOURCES[_input_key(match.kwargs.values())] = node.meta["nn_module_stack"]
             break
     return True
+
+
+def _no_backward(pattern: Pattern, match) -> Optional[str]:
+    """Why a user's replacement cannot take this site (None if it can): an input wants a gradient and the
+    replacement calls an op with no autograd formula (a custom op registered for inference only). Eager
+    differentiates the matched code; the fused graph would raise in the backward. The built-ins' extra_checks
+    decide this themselves, op by op."""
+    if pattern.builtin or not any(needs_grad(v) for v in match.kwargs.values()):
+        return None
+    if pattern._without_backward is None:
+        pattern._without_backward = _ops_without_backward(pattern)
+    if pattern._without_backward:
+        return f"an input needs a gradient and {', '.join(pattern._without_backward)} has no autograd formula"
+    return None
+
+
+def _ops_without_backward(pattern: Pattern) -> tuple:
+    """The custom ops that pattern.replace calls (traced once on its first example inputs) that have no autograd
+    formula: a torch.library.custom_op without register_autograd, or a library op with no Autograd kernel."""
+    from torch._library import custom_ops
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    params = list(inspect.signature(pattern.replace).parameters)
+    tensors = iter(pattern.example_inputs[0])
+    args = [pattern.scalars[p] if p in pattern.scalars else next(tensors) for p in params]
+    try:  # on the real example inputs, outside the compile's fake mode (a match is checked inside a compile)
+        with unset_fake_temporarily(), torch.enable_grad():
+            graph = make_fx(pattern.replace, pre_dispatch=True)(*args).graph
+    except Exception as e:  # noqa: BLE001 - a replacement that does not trace alone: unknown, so not fused
+        return (f"the replacement (it does not trace alone: {type(e).__name__})",)
+    missing = []
+    for node in graph.nodes:
+        op = node.target
+        if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
+            continue
+        opdef = custom_ops.OPDEFS.get(op._schema.name)
+        if opdef is not None:
+            differentiable = getattr(opdef, "_backward_fn", None) is not None
+        else:
+            differentiable = any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
+                                 for key in ("Autograd", "CompositeImplicitAutograd"))
+        if not differentiable and str(op) not in missing:
+            missing.append(str(op))
+    return tuple(missing)
 
 
 def _claim_sources(graph) -> None:
