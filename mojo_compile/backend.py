@@ -114,19 +114,24 @@ def _unfused_for_tangents(compiled: Callable, gm: GraphModule) -> Callable:
     tangent). Outside one the cost is one module attribute read."""
     import torch.autograd.forward_ad as forward_ad
 
-    boxed = getattr(compiled, "_boxed_call", False)
-
-    def run(*args):
+    def run(*args):  # the graph's inputs, positional (how Dynamo calls a backend's callable: see _positional_call)
         if forward_ad._current_level >= 0:
-            flat = args[0] if boxed else args
-            if any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in flat):
+            if any(isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None for t in args):
                 log.info("mojo: graph run unfused: an input carries a forward-mode tangent, which the Mojo ops "
                          "do not propagate")
-                return gm(*flat)
+                return gm(*args)
         return compiled(*args)
 
-    run._boxed_call = boxed  # Dynamo calls a boxed function with one list it may clear
-    return run
+    return _positional_call(run)
+
+
+def _positional_call(fn: Callable) -> Callable:
+    """Mark a callable the backend returns as taking the graph's inputs as positional arguments, which is how Dynamo
+    calls it. The inner compiler's result may carry `_boxed_call = True` without being boxed (AOTAutograd's forward
+    copies the attribute from the boxed function it wraps, and takes *args): a wrapper that believed it read the
+    first input as the list of all inputs."""
+    fn._boxed_call = False
+    return fn
 
 
 # Regions of Dynamo's graph (higher-order ops) that the pre-dispatch re-trace does not keep as eager runs them.

@@ -13,6 +13,7 @@ gone or are the no-op casts removed below; `F.dropout(x, p, training=False)` arr
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Callable, Optional
 
 import torch
@@ -196,22 +197,35 @@ def _rms_norm_default_eps(node: Node) -> Optional[Node]:
 
 
 def all_arguments(node: Node) -> Optional[Node]:
-    """An op with its schema's defaults written out, every argument positional (`F.cross_entropy(x, t)` traces to
-    `cross_entropy_loss(x, t)`, with ignore_index=5 to `cross_entropy_loss(x, t, None, 1, 5)`): one pattern then
-    covers every spelling and captures each argument where it stands. The same call."""
+    """An op with its schema's defaults written out (`F.cross_entropy(x, t)` traces to `cross_entropy_loss(x, t)`,
+    with ignore_index=5 to `cross_entropy_loss(x, t, None, 1, 5)`): every positional argument positional, every
+    keyword-only one (`gelu`'s approximate, `sum`'s dtype) a keyword, as the op's schema accepts them. One pattern
+    then covers every spelling and captures each argument where it stands. The same call."""
     schema = node.target._schema
-    if len(node.args) == len(schema.arguments) and not node.kwargs:
+    positional = [a for a in schema.arguments if not a.kwarg_only]
+    keyword_only = [a for a in schema.arguments if a.kwarg_only]
+    if len(node.args) > len(positional) or not set(node.kwargs) <= {a.name for a in schema.arguments}:
         return None
+    if len(node.args) == len(positional) and set(node.kwargs) == {a.name for a in keyword_only}:
+        return None  # already written out
     values = list(node.args)
-    for argument in schema.arguments[len(node.args):]:
+    for argument in positional[len(node.args):]:
         if argument.name in node.kwargs:
             values.append(node.kwargs[argument.name])
         elif argument.has_default_value():
             values.append(argument.default_value)
         else:
             return None
+    keywords = {}
+    for argument in keyword_only:
+        if argument.name in node.kwargs:
+            keywords[argument.name] = node.kwargs[argument.name]
+        elif argument.has_default_value():
+            keywords[argument.name] = argument.default_value
+        else:
+            return None
     with node.graph.inserting_before(node):
-        return node.graph.call_function(node.target, tuple(values))
+        return node.graph.call_function(node.target, tuple(values), keywords)
 
 
 # Elementwise ops of one tensor (other operands Python scalars): they commute with putting a size-1 dim back.
@@ -321,14 +335,30 @@ RULES: dict = {
 }
 
 
+# The (op, rule) pairs this package registers: those above and those its own modules add (LayerNorm's). Any other
+# pair -- a user's or another package's, even one made of this module's helpers (`all_arguments`) -- changes what a
+# pattern traces to in a way this package's source does not say, so the pattern cache keeps no trace under it.
+BUILTIN_RULES: dict = dict(RULES)
+_PACKAGE = __name__.rsplit(".", 1)[0]
+
+
+def builtin_rules_only() -> bool:
+    """Whether every registered rule is one this package registered (see BUILTIN_RULES)."""
+    return all(BUILTIN_RULES.get(op) is rule for op, rule in RULES.items())
+
+
 def register_rule(op, rule: Callable[[Node], Optional[Node]]) -> None:
     """Canonicalise `op`'s nodes with `rule` (node -> its replacement, or None to leave it), from the module of the
     fusion whose patterns need it (e.g. `register_rule(aten.layer_norm.default, all_arguments)`): the rules run on
-    the model's graph and on every pattern's trace alike. One rule per op."""
+    the model's graph and on every pattern's trace alike. One rule per op. A rule registered from a module of this
+    package is a built-in one (BUILTIN_RULES)."""
     if RULES.get(op, rule) is not rule:
         raise ValueError(f"mojo: {op} already has a canonicalisation rule")
     if RULES.get(op) is rule:
         return
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    if caller == _PACKAGE or caller.startswith(_PACKAGE + "."):
+        BUILTIN_RULES[op] = rule
     RULES[op] = rule
     from . import patterns  # patterns traced before the rule existed are traced again, under it
     patterns.forget_traces()

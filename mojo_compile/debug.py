@@ -14,12 +14,17 @@ before it runs, the Watch checks the rewrite on the call's inputs:
 The rule, per output: as accurate as eager. Against the same computation in fp64 (the unrewritten graph with every
 floating value and dtype argument made fp64), the fused value's normwise relative error must be at most twice
 eager's plus a floor for the output dtype -- one rounding in that dtype, more for fp32's reduction orders (the
-rule of the conformance suite). NaN must be where eager has NaN. Graphs with random ops (dropout in training) are
-not compared as a whole; their sites are.
+rule of the conformance suite). And per element, as a norm dilutes an error confined to a few elements: each
+element's error against fp64 must be at most ELEMENT_FACTOR x (eager's own error at that element + one ulp of the
+fp64 value in the output dtype), plus the normwise allowance spread evenly (bound x the rms of the fp64 values);
+the worst element is named (index, fused, eager, fp64). NaN and +-inf must be where eager has them. Graphs with
+random ops (dropout in training) are not compared as a whole; their sites are.
 
-bisect compiles the graph again with a prefix of the ordered pattern list enabled (binary search for the first
-pattern whose enabling makes the graph differ), then names the culprit's sites that fail alone. diff prints each
-graph before and after rewriting as a unified diff of pre-dispatch ATen code.
+bisect compiles the graph again with a prefix of the ordered list of rewrites enabled -- the enabled patterns in
+applying order, then the enabled graph passes in run order -- each other one disabled by its exact name ("=name",
+so a pattern named like a family does not take the family with it): a binary search for the first rewrite whose
+enabling makes the graph differ. It then names the culprit's sites that fail alone. diff prints each graph before
+and after rewriting as a unified diff of pre-dispatch ATen code.
 
 Cost: a watched graph runs several times on its first call and keeps every value of the unrewritten graph while it
 checks; fine for a debug run, not for production.
@@ -45,6 +50,12 @@ log = logging.getLogger("mojo_compile")
 # The floor of the accuracy rule: one rounding of the output (normwise, half an ulp: 2^-9 for bf16, 2^-12 for fp16),
 # and for fp32 the spread of reduction orders between two correct kernels (the conformance suite's value).
 FLOOR = {torch.float64: 1e-12, torch.float32: 1e-6, torch.float16: 2.5e-4, torch.bfloat16: 2e-3}
+# The elementwise rule's factor over eager's own error at the element (plus one ulp). One element's error is a single
+# sample, not a norm: a correct kernel that sums in another order or rounds at other points has, at a given element,
+# an error of a few times eager's there (the norm of the normwise rule averages that out, and allows 2x). 8 = 4 x that
+# 2 keeps the margin for this per-element spread; a wrong element (a flipped sign, a shifted index, a skipped tail)
+# is off by about the value itself, hundreds of ulps in bf16 and far more in fp32, so it still stands out.
+ELEMENT_FACTOR = 8
 _RANDOM_OPS = {"native_dropout", "bernoulli", "rand", "randn", "rand_like", "randn_like", "randint", "randperm",
                "multinomial", "normal", "uniform", "exponential"}
 
@@ -67,6 +78,19 @@ class Check:
     bound: float  # 2 x eager's error against fp64 + the dtype's floor
     ok: bool
     note: str = ""
+    # the element furthest over its elementwise allowance: |fused - fp64| / allowance (over 1 fails), and where
+    elem: float = 0.0
+    element: str = ""
+
+    def reason(self) -> str:
+        """Why the check failed, in words (empty when it passed)."""
+        if self.ok:
+            return ""
+        if self.note:
+            return self.note
+        if self.elem > 1.0:
+            return f"{self.element} is {self.elem:.3g}x its elementwise allowance"
+        return f"err fp64 {self.err:.2e} > bound {self.bound:.2e}"
 
 
 @dataclass
@@ -86,14 +110,17 @@ class Verification:
         if not self.checks:
             return "mojo-compile verify: nothing was compared (no graph compiled with backend='mojo' ran)"
         head = ("graph", "site", "pattern", "op", "target", "kernel", "what", "dtype", "max abs", "rel",
-                "err fp64", "bound", "")
+                "err fp64", "bound", "elem", "")
         rows = [head] + [(c.graph, c.site, c.pattern, c.op, c.target, c.kernel or "-", c.what, c.dtype,
-                          f"{c.max_abs:.2e}", f"{c.rel:.2e}", f"{c.err:.2e}", f"{c.bound:.2e}",
+                          f"{c.max_abs:.2e}", f"{c.rel:.2e}", f"{c.err:.2e}", f"{c.bound:.2e}", f"{c.elem:.2f}",
                           ("OK" if c.ok else "FAIL") + (f" ({c.note})" if c.note else "")) for c in self.checks]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
         floors = ", ".join(f"{str(d).replace('torch.', '')} {f:g}" for d, f in FLOOR.items())
         lines.append(f"rule: err fp64 <= bound = 2 x eager's error against fp64 + floor ({floors})")
+        lines.append(f"      and per element, elem = |fused - fp64| / ({ELEMENT_FACTOR} x (|eager - fp64| + ulp(fp64)) "
+                     "+ bound x rms(fp64)) <= 1")
+        lines += [f"{c.graph} {c.site} {c.what}: {c.reason()}" for c in self.checks if c.elem > 1.0]
         lines += [f"note: {n}" for n in self.notes]
         lines.append(f"{len(self.checks) - len(self.failures)} OK, {len(self.failures)} FAIL")
         return "\n".join(lines)
@@ -113,7 +140,7 @@ class BisectResult:
             lines.append(f"culprit pattern: {self.pattern}")
         for c in self.sites:
             lines.append(f"  site {c.site}: op {c.op}, target {c.target}, kernel {c.kernel or '-'}"
-                         + (f" ({c.what}: err fp64 {c.err:.2e} > bound {c.bound:.2e})" if not c.ok else ""))
+                         + (f" ({c.what}: {c.reason()})" if not c.ok else ""))
         return "\n".join(lines)
 
 
@@ -181,28 +208,26 @@ class _ActiveWatch(Watch):
         self.root = report_mod.root_name()  # asked while Dynamo traces, as the report does
 
     def wrap(self, compiled: Callable) -> Callable:
-        boxed = getattr(compiled, "_boxed_call", False)
         state = {"first": True}
 
-        def run(*args):
-            flat = list(args[0]) if boxed else list(args)
+        def run(*args):  # the graph's inputs, positional, as Dynamo calls a backend's callable
             if state["first"]:
                 state["first"] = False
-                self._check(flat, compiled, boxed)
+                self._check(list(args), compiled)
             return compiled(*args)
 
-        run._boxed_call = boxed  # Dynamo calls a boxed function with one list it may clear
+        run._boxed_call = False  # (backend._positional_call says why)
         return run
 
     # ---------------------------------------------------------------------------------------------- the checks
-    def _check(self, inputs: list, compiled: Callable, boxed: bool) -> None:
+    def _check(self, inputs: list, compiled: Callable) -> None:
         try:
             with torch.no_grad():
                 base = _values(self.before, _fresh(self.before, inputs))
             self.watcher.verification.checks += self._site_checks(base)
             if self.watcher.grad:
                 self.watcher.verification.checks += self._grad_checks(base)
-            whole = self._graph_checks(inputs, compiled, boxed)
+            whole = self._graph_checks(inputs, compiled)
             self.watcher.verification.checks += whole
             if self.watcher.bisect and any(not c.ok for c in whole):
                 self.watcher.bisects.append(self._bisect(inputs))
@@ -277,7 +302,7 @@ class _ActiveWatch(Watch):
                                             zero if e is None else e, zero.double() if x is None else x))
         return checks
 
-    def _graph_checks(self, inputs: list, compiled: Callable, boxed: bool) -> list[Check]:
+    def _graph_checks(self, inputs: list, compiled: Callable) -> list[Check]:
         gid = self.report.compile_id
         if _random_ops(self.before):
             self.watcher.verification.notes.append(f"graph {gid}: has random ops (dropout in training?): "
@@ -287,7 +312,7 @@ class _ActiveWatch(Watch):
             eager = _flat_outputs(self.dynamo_gm(*_fresh(self.before, inputs)))
             exact = _flat_outputs(_values(self.before, _fresh(self.before, inputs), upcast=True, outputs=True))
             fresh = _fresh(self.before, inputs)
-            got = _flat_outputs(compiled(list(fresh)) if boxed else compiled(*fresh))
+            got = _flat_outputs(compiled(*fresh))
         checks = []
         row = report_mod.FusedSite("-", "-", self.report.target, "(graph)")
         for i, (g, e, x) in enumerate(zip(got, eager, exact)):
@@ -322,27 +347,32 @@ class _ActiveWatch(Watch):
         max_abs = (f - e).abs().max().item() if f.numel() else 0.0
         rel, err, eager_err = _rel(f, e), _rel(f, x), _rel(e, x)
         bound = 2 * eager_err + FLOOR.get(fused.dtype, 1e-6)
-        ok = special_ok and err <= bound
+        elem, element = _worst_element(fused, eager, exact, f, e, x, bound)
+        ok = special_ok and err <= bound and elem <= 1.0
         if not special_ok:
             note = "NaN or inf where eager has none, or none where it has"
         return Check(gid, name, pattern, ops, site.target, kernel, what, _dtype(fused), max_abs, rel, err, bound,
-                     ok, note)
+                     ok, note, elem, element)
 
     # ---------------------------------------------------------------------------------------------- bisect
     def _bisect(self, inputs: list) -> BisectResult:
-        from . import backend, patterns
+        from . import patterns
         from .options import Options
 
         options = Options.parse(**self.backend_kwargs)
-        ordered = [p.name for p in patterns.registered_patterns() if p.enabled(options.disable)]
+        # the rewrites in the order rewrite() applies them: the patterns, then the graph passes over their result
+        rewrites = [*patterns.registered_patterns(), *patterns.registered_graph_passes()]
+        ordered = [r.name for r in rewrites if r.enabled(options.disable)]
         gid = self.report.compile_id
 
         def differs(k: int) -> bool:
-            return not all(c.ok for c in self._trial(inputs, list(options.disable) + ordered[k:]))
+            # "=name": that exact name, not a glob over names nor the family a name may equal
+            exact = ["=" + name for name in ordered[k:]]
+            return not all(c.ok for c in self._trial(inputs, list(options.disable) + exact))
 
         if differs(0):
-            return BisectResult(gid, True, "", [], "It differs with every pattern disabled: not a Mojo rewrite "
-                                "(the inner compiler, or a nondeterministic graph).")
+            return BisectResult(gid, True, "", [], "It differs with every pattern and graph pass disabled: not a "
+                                "Mojo rewrite (the inner compiler, or a nondeterministic graph).")
         lo, hi = 0, len(ordered)  # differs(lo) is False, differs(hi) is True
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -355,7 +385,7 @@ class _ActiveWatch(Watch):
                 if c.graph == gid and c.site != "(graph)" and culprit in c.pattern.split("+")]
         failing = [c for c in mine if not c.ok]
         every = list({c.site: c for c in mine}.values())
-        message = f"Enabling patterns in order, the graph first differs with {culprit!r}." + (
+        message = f"Enabling patterns and graph passes in order, the graph first differs with {culprit!r}." + (
             "" if failing or not every else " No site of it differs alone: listed are all of them.")
         return BisectResult(gid, True, culprit, failing or every, message)
 
@@ -371,8 +401,7 @@ class _ActiveWatch(Watch):
         try:
             gm = copy.deepcopy(self.dynamo_gm)
             compiled = backend.mojo_backend(gm, _fresh(self.before, inputs), **kwargs)
-            boxed = getattr(compiled, "_boxed_call", False)
-            return self._graph_checks(inputs, compiled, boxed)
+            return self._graph_checks(inputs, compiled)
         finally:
             _WATCHERS.extend(watchers)
             report_mod.reset_report()
@@ -595,6 +624,35 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.numel() == 0:
         return 0.0
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def _ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The spacing of `dtype`'s numbers at each |value| (fp64 values): one rounding there. Below the smallest
+    normal number the spacing is the subnormals' (tiny x eps), zero included."""
+    info = torch.finfo(dtype)
+    _, exponent = torch.frexp(values.abs().clamp_min(info.tiny))  # |v| = m x 2^exponent, m in [0.5, 1)
+    return torch.ldexp(torch.full_like(values, info.eps), exponent - 1)
+
+
+def _worst_element(fused, eager, exact, f, e, x, bound: float) -> tuple[float, str]:
+    """The elementwise rule (module doc): the largest |fused - fp64| / allowance over the elements, and that
+    element (index, fused, eager, fp64). f, e, x: fused, eager and fp64 as fp64 on the CPU, NaN and inf zeroed."""
+    if f.numel() == 0:
+        return 0.0, ""
+    # the normwise allowance spread evenly: were every element this far off, the normwise error would be the bound.
+    # It covers an element that eager got exact by chance, where a correct kernel's error is still one rounding of
+    # the terms it summed, not of the (cancelled, small) result.
+    even_share = bound * x.norm().item() / f.numel() ** 0.5
+    allowance = ELEMENT_FACTOR * ((e - x).abs() + _ulp(x, fused.dtype)) + even_share
+    ratio = ((f - x).abs() / allowance).flatten()
+    worst = int(ratio.argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), f.shape))
+
+    def at(t):
+        return t.detach().reshape(-1)[worst].item()
+
+    return ratio[worst].item(), (f"element {index}: fused {at(fused):.6g}, eager {at(eager):.6g}, "
+                                 f"fp64 {at(exact):.6g}")
 
 
 def _dtype(value) -> str:

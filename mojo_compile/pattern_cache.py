@@ -12,10 +12,12 @@ re-trace, so we do not use it.
 
 An entry is sound by construction of its key and checked before it is written:
   - the key holds the torch and Python versions, a hash of this package's source (patterns, canonicalisation rules,
-    ops: any edit invalidates every entry), the pattern's name and the description of each traced argument (shape,
-    strides, dtype, device, requires_grad; scalars by type and value);
-  - only patterns registered by this package are kept, and only while every canonicalisation rule comes from this
-    package: a user's pattern or rule always traces;
+    ops: any edit invalidates every entry), a hash of the registered canonicalisation rules (each op and its rule's
+    name), the pattern's name and the description of each traced argument (shape, strides, dtype, device,
+    requires_grad; scalars by type and value);
+  - only patterns registered by this package are kept, and only while every registered (op, rule) pair is one this
+    package registered (canonicalize.BUILTIN_RULES): a user's pattern or rule always traces, and is never written,
+    also a rule made of this package's helpers (`register_rule(aten.gelu.default, all_arguments)`);
   - an entry is written only if the graph rebuilt from its JSON prints exactly as the traced graph does; a graph
     with anything JSON cannot name (a tensor constant, a callable that does not resolve back to itself) is not kept.
 
@@ -79,10 +81,19 @@ def _package_hash() -> str:
 
 
 def _rules_are_ours() -> bool:
-    """Whether every canonicalisation rule comes from this package (a user's rule changes what a trace is)."""
+    """Whether every canonicalisation rule is one this package registered (a user's rule changes what a trace is,
+    also one made of this package's helpers: the (op, rule) pair decides, not where the function lives)."""
+    from .canonicalize import builtin_rules_only
+    return builtin_rules_only()
+
+
+def _rules_fingerprint() -> str:
+    """The hash of the registered (op, rule) pairs, by the op's and the rule's names: a trace is made under one set
+    of rules (the built-ins' set grows as their modules load), and is read back only under the same set."""
     from .canonicalize import RULES
-    package = __name__.rsplit(".", 1)[0]
-    return all((getattr(rule, "__module__", None) or "").split(".")[0] == package for rule in RULES.values())
+    pairs = sorted((str(op), f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', repr(rule))}")
+                   for op, rule in RULES.items())
+    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
 
 
 def keeps_traces() -> bool:
@@ -117,7 +128,7 @@ def entry_key(pattern_name: str, args: Sequence) -> Optional[str]:
         described = [describe_argument(a) for a in args]
     except Unkeepable:
         return None
-    return _key(pattern_name, described)
+    return _key(_rules_fingerprint(), pattern_name, described)
 
 
 def _key(*parts) -> str:
@@ -301,7 +312,7 @@ def _summaries_file() -> Optional[dict]:
     """This cache directory's summaries in memory (read on first use), or None where none are kept."""
     if not enabled() or not _rules_are_ours():  # (a user's canonicalisation rule changes what a trace is made of)
         return None
-    path = os.path.join(cache_dir(), "summaries", f"{_key('summaries')}.json")
+    path = os.path.join(cache_dir(), "summaries", f"{_key(_rules_fingerprint(), 'summaries')}.json")
     if path not in _SUMMARIES:
         _SUMMARIES[path] = {"path": path, "loaded": _read_summaries(path), "new": {}}
     return _SUMMARIES[path]

@@ -1,7 +1,15 @@
 """Canonicalisation is exact: it never turns a fresh tensor into an alias of one that is written in place."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
 import torch
 
 from conftest import DEVICE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def compiled(fn):
@@ -95,3 +103,73 @@ def test_grad_flag_reaches_a_submodule_parameter_read_by_get_attr():
     assert attr.target == "inner.bias"
     mark_grad_inputs(gm, [torch.randn(4)])
     assert needs_grad(attr)
+
+
+def _with_all_arguments(fn, op, *inputs):
+    """fn traced to ATen, each `op` node rewritten by canonicalize.all_arguments: (the module, the `op` nodes)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from mojo_compile.canonicalize import all_arguments
+
+    gm = make_fx(fn)(*inputs)
+    rewritten = []
+    for node in list(gm.graph.find_nodes(op="call_function", target=op)):
+        new = all_arguments(node)
+        if new is None:  # already written out (every argument given): the call stays
+            rewritten.append(node)
+            continue
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        rewritten.append(new)
+    gm.graph.lint()
+    gm.recompile()
+    return gm, rewritten
+
+
+@pytest.mark.parametrize("op, fn", [
+    (torch.ops.aten.gelu.default, lambda x: torch.nn.functional.gelu(x) + 1),
+    (torch.ops.aten.gelu.default, lambda x: torch.nn.functional.gelu(x, approximate="tanh") * 2),
+    (torch.ops.aten.cumsum.default, lambda x: torch.cumsum(x, 1, dtype=torch.float64)),
+    (torch.ops.aten.cumsum.default, lambda x: torch.cumsum(x, -1) - 1),
+    (torch.ops.aten.sum.dim_IntList, lambda x: x.sum(-1, dtype=torch.float64)),
+    (torch.ops.aten.sum.dim_IntList, lambda x: x.sum([0, 2], keepdim=True)),
+    (torch.ops.aten.mean.dim, lambda x: x.mean(1, dtype=torch.float64)),
+    (torch.ops.aten.mean.dim, lambda x: x.mean(-1)),
+])
+def test_all_arguments_keeps_keyword_only_arguments_keywords(op, fn):
+    """all_arguments writes the positional arguments positionally and the keyword-only ones (given or defaulted) as
+    keywords, so the rewritten call is one the op accepts and computes eager's values bit for bit."""
+    from mojo_compile.canonicalize import all_arguments
+
+    x = torch.randn(3, 5, 16, device=DEVICE)
+    gm, rewritten = _with_all_arguments(fn, op, x)
+    schema = op._schema
+    keyword_only = {a.name for a in schema.arguments if a.kwarg_only}
+    assert rewritten and keyword_only
+    for node in rewritten:
+        assert len(node.args) == len(schema.arguments) - len(keyword_only) and set(node.kwargs) == keyword_only
+        assert all_arguments(node) is None  # written out: the rule leaves it
+    fresh = torch.randn(3, 5, 16, device=DEVICE)
+    torch.testing.assert_close(gm(fresh), fn(fresh), rtol=0, atol=0)
+
+
+def test_all_arguments_rule_registered_for_gelu_compiles_to_eagers_values(tmp_path):
+    """The documented `register_rule(op, all_arguments)` on an op with a keyword-only argument (gelu's approximate):
+    the compiled function runs and gives eager's values. A fresh process (the rule set is process-wide) with a
+    cache directory of its own."""
+    body = """
+        import conftest  # noqa: F401
+        import torch, torch.nn.functional as F
+        import mojo_compile
+        from mojo_compile import canonicalize
+        canonicalize.register_rule(torch.ops.aten.gelu.default, canonicalize.all_arguments)
+        fn = torch.compile(lambda x: F.gelu(x) + 1, backend="mojo", options={"inner_compiler": "eager",
+                                                                             "target": "torch"})
+        fn(torch.randn(2, 5, 64))
+        x = torch.randn(2, 5, 64)
+        torch.testing.assert_close(fn(x), F.gelu(x) + 1, rtol=0, atol=0)
+        print("OK")
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."]), "MOJO_CACHE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.split()[-1] == "OK", proc.stderr[-3000:]

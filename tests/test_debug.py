@@ -82,6 +82,18 @@ def test_verify_passes_a_correct_model_with_every_site_and_the_graph():
     assert "rule: err fp64 <= bound" in result.table()
 
 
+def test_verify_under_the_default_inner_compiler():
+    """Default options (the Inductor inner compiler) on a module: AOTAutograd's forward says `_boxed_call` but takes
+    the inputs positionally, so the watch read the first input as the list of inputs and every graph check failed
+    with "could not check". The fused site and the whole graph are checked and pass."""
+    model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
+    result = debug.verify(model, x, options={"target": "torch"})
+    assert result.ok, result.table()
+    assert not result.notes, result.notes
+    assert {(c.site, c.pattern) for c in result.checks} >= {("block.norm", "rms_norm.F_rms_norm"),
+                                                            ("(graph)", "-")}
+
+
 def test_verify_names_a_wrong_user_pattern_without_a_mojo_op(wrong_gelu):
     model, x = Model().to(DEVICE), torch.randn(3, 5, 32, device=DEVICE)
     result = debug.verify(model, x, options=EAGER)
@@ -174,3 +186,128 @@ def test_verify_flags_an_infinity_where_eager_is_finite(infinite_pattern):
     verification = mojo_compile.verify(_relu_scaled, x, options={"inner_compiler": "eager", "target": "torch"})
     assert not verification.ok, verification.table()
     assert any("inf where eager" in c.note for c in verification.checks if not c.ok), verification.table()
+
+
+# ---------------------------------------------------------------------------------- the elementwise rule of verify
+def _sigmoid_times_3(x):
+    return torch.sigmoid(x) * 3.0
+
+
+def _last_element_negated(x):  # a wrong replacement: a kernel that gets the tail of the tensor wrong
+    y = (torch.sigmoid(x) * 3.0).flatten()
+    return torch.cat([y[:-1], -y[-1:]]).view(x.shape)
+
+
+def _rounded_once(x):  # a correct replacement: fp32 inside, one rounding to x's dtype (eager rounds twice in bf16)
+    return (torch.sigmoid(x.float()) * 3.0).to(x.dtype)
+
+
+@pytest.fixture
+def pattern_replaced_by(request):
+    mojo_compile.register_pattern("user.sig3", _sigmoid_times_3, request.param, [(torch.randn(4, 8),)],
+                                  family="user_sig3", priority=50)
+    yield "user.sig3"
+    mojo_compile.unregister_pattern("user.sig3")
+
+
+@pytest.mark.parametrize("pattern_replaced_by", [_last_element_negated], indirect=True)
+def test_verify_fails_one_wrong_element_among_131k_and_names_it(pattern_replaced_by):
+    """One element of a bf16 [4, 128, 256] output with its sign flipped: the normwise error (1e-3) is under the
+    normwise bound (7e-3), the elementwise rule fails it and names the element with its three values."""
+    x = torch.randn(4, 128, 256, device=DEVICE, dtype=torch.bfloat16)
+    x[3, 127, 255] = -2.0  # wrong by 2 x 0.36: under the normwise bound whatever the other elements are
+    result = debug.verify(_sigmoid_times_3, x, options=EAGER)
+    assert not result.ok, result.table()
+    expected = _sigmoid_times_3(x)[3, 127, 255].item()  # eager's value at the wrong element
+    for check in result.failures:
+        assert check.err <= check.bound, result.table()  # the normwise rule alone would pass it
+        assert check.elem > 1.0 and check.element.startswith("element (3, 127, 255): "), result.table()
+        assert f"fused {-expected:.6g}, eager {expected:.6g}, fp64 " in check.element
+        assert f"{check.graph} {check.site} out 0: {check.element} is " in result.table()
+    assert {(c.site, c.pattern) for c in result.failures} == {("<root: _sigmoid_times_3>", "user.sig3"),
+                                                              ("(graph)", "-")}, result.table()
+
+
+@pytest.mark.parametrize("pattern_replaced_by", [_rounded_once], indirect=True)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_verify_passes_a_replacement_that_rounds_differently_from_eager(pattern_replaced_by, dtype):
+    """Eager rounds sigmoid(x) to bf16 before the product, the replacement rounds once: elements differ from eager
+    by an ulp, each within the elementwise rule (eager's own error at the element plus an ulp, times the factor)."""
+    x = 4 * torch.randn(8, 64, 256, device=DEVICE, dtype=dtype)
+    result = debug.verify(_sigmoid_times_3, x, options=EAGER)
+    assert result.ok, result.table()
+    site = [c for c in result.checks if c.pattern == pattern_replaced_by]
+    assert site and all(0.0 <= c.elem <= 1.0 for c in result.checks)
+    if dtype != torch.float32:
+        assert site[0].max_abs > 0  # the replacement did round differently from eager
+    assert "per element" in result.table()
+
+
+# ---------------------------------------------------------------------------------- bisect over every rewrite
+ISOLATED = """
+import conftest  # noqa: F401
+import torch
+import mojo_compile
+from mojo_compile import debug
+OPT = {"inner_compiler": "eager", "target": "torch"}
+"""
+
+
+def _in_fresh_process(body: str) -> str:
+    """A graph pass cannot be unregistered: a test that registers one runs in a process of its own."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."])}
+    proc = subprocess.run([sys.executable, "-c", ISOLATED + textwrap.dedent(body)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_bisect_blames_a_wrong_graph_pass_by_name():
+    """A registered graph pass that turns sigmoid into tanh: bisect names it, after the patterns (which are correct),
+    not "not a Mojo rewrite"."""
+    out = _in_fresh_process("""
+    aten = torch.ops.aten
+    def sigmoid_to_tanh(gm):
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and n.target == aten.sigmoid.default:
+                n.target = aten.tanh.default
+        return []
+    mojo_compile.register_graph_pass("user.sigmoid_to_tanh", sigmoid_to_tanh)
+    x = torch.randn(3, 16)
+    compiled = torch.compile(lambda x: torch.sigmoid(x) + 1, backend="mojo", options=OPT)(x)
+    assert torch.equal(compiled, torch.tanh(x) + 1)  # the pass is what runs
+    (result,) = debug.bisect(lambda x: torch.sigmoid(x) + 1, x, options=OPT)
+    print(result.text())
+    print("culprit", repr(result.pattern))
+    """)
+    assert "culprit 'user.sigmoid_to_tanh'" in out and "not a Mojo rewrite" not in out, out
+
+
+@pytest.fixture
+def wrong_pattern_beside_one_named_like_its_family():
+    """"user" (right) is named like its family; "user.tanh5" (wrong: + 1) is in that family and runs first."""
+    mojo_compile.register_pattern("user", _sigmoid_times_3, _sigmoid_times_3, [(torch.randn(4, 8),)],
+                                  family="user")
+    mojo_compile.register_pattern("user.tanh5", lambda x: torch.tanh(x) * 5.0, lambda x: torch.tanh(x) * 5.0 + 1,
+                                  [(torch.randn(4, 8),)], family="user", priority=5)
+    yield "user.tanh5"
+    mojo_compile.unregister_pattern("user.tanh5")
+    mojo_compile.unregister_pattern("user")
+
+
+def test_bisect_blames_the_wrong_pattern_not_the_one_named_like_its_family(
+        wrong_pattern_beside_one_named_like_its_family):
+    """Bisect disables each rewrite by its exact name: disabling "user" must not disable the family "user" too."""
+    def model(x):
+        return torch.sigmoid(x) * 3.0 + torch.tanh(x) * 5.0
+
+    x = torch.randn(3, 16, device=DEVICE)
+    (result,) = debug.bisect(model, x, options=EAGER)
+    assert result.pattern == wrong_pattern_beside_one_named_like_its_family, result.text()
+    assert [(c.pattern, c.ok) for c in result.sites] == [("user.tanh5", False)], result.text()

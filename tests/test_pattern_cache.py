@@ -3,6 +3,8 @@ rewrite. What is cached must change nothing: the same graphs, the same matches, 
 import inspect
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -11,6 +13,8 @@ from torch.fx import GraphModule
 import mojo_compile
 from mojo_compile import canonicalize, pattern_cache, patterns
 from conftest import DEVICE
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -363,3 +367,58 @@ def test_a_remembered_proof_gives_the_same_rewrite(cache_dir, monkeypatch):
     (sites, proved), (sites_again, proved_again) = reports
     assert sites == sites_again and any("causal" in detail for _, detail in sites), sites
     assert proved >= 1 and proved_again == 0
+
+
+def test_a_users_rule_made_of_this_packages_helpers_is_foreign(cache_dir, monkeypatch):
+    """The (op, rule) pair decides, not the rule function's module: all_arguments registered by a user for gelu
+    keeps no trace, and the built-in pairs (LayerNorm's all_arguments included) still do."""
+    x = torch.randn(2, 3)
+    assert canonicalize.RULES[torch.ops.aten.layer_norm.default] is canonicalize.all_arguments
+    assert pattern_cache.entry_key("p", [x]) is not None
+    monkeypatch.setitem(canonicalize.RULES, torch.ops.aten.gelu.default, canonicalize.all_arguments)
+    assert pattern_cache.entry_key("p", [x]) is None and pattern_cache.summaries() == {}
+
+
+def test_the_key_holds_the_set_of_rules(monkeypatch):
+    """A trace is made under one set of (op, rule) pairs: one made under another set has another key."""
+    x = torch.randn(4, 8)
+    base = pattern_cache.entry_key("p", [x])
+    monkeypatch.delitem(canonicalize.RULES, torch.ops.aten.square.default)
+    assert pattern_cache.entry_key("p", [x]) not in (base, None)
+
+
+GELU_UNDER_A_RULE = """
+import conftest  # noqa: F401
+import sys
+import torch, torch.nn.functional as F
+import mojo_compile
+from mojo_compile import canonicalize
+if sys.argv[1] == "rule":
+    canonicalize.register_rule(torch.ops.aten.gelu.default, canonicalize.all_arguments)
+torch.manual_seed(int(sys.argv[2]))
+g, u = torch.randn(2, 5, 64, dtype=torch.bfloat16), torch.randn(2, 5, 64, dtype=torch.bfloat16)
+out = torch.compile(lambda g, u: F.gelu(g) * u, backend="mojo", options={"inner_compiler": "eager",
+                                                                         "target": "torch"})(g, u)
+torch.testing.assert_close(out, F.gelu(g) * u)  # eager's values (bf16's default tolerance)
+print(*[s.pattern for s in mojo_compile.last_report().sites])
+"""
+
+
+def _gelu_process(cache, rule: bool, seed: int) -> list:
+    """The sites of `F.gelu(g) * u` compiled in a fresh process with the cache directory `cache`, with or without
+    the user's `register_rule(aten.gelu.default, all_arguments)` (the rule set is process-wide)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."]), "MOJO_CACHE_DIR": str(cache)}
+    env.pop("MOJO_PATTERN_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", GELU_UNDER_A_RULE, "rule" if rule else "none", str(seed)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.split()
+
+
+@pytest.mark.parametrize("first_rule, then_rule", [(False, True), (True, False)])
+def test_a_process_with_a_users_rule_neither_reads_nor_writes_the_builtins_traces(tmp_path, first_rule, then_rule):
+    """Two processes sharing a fresh cache directory, one with the user's gelu rule: the second fuses
+    gated_act.gelu as a cold process does -- a cache warmed without the rule is not read under it (stale), and a run
+    with the rule leaves no trace made under it for later runs without it (poisoned)."""
+    assert _gelu_process(tmp_path, first_rule, 0) == ["gated_act.gelu"]
+    assert _gelu_process(tmp_path, then_rule, 1) == ["gated_act.gelu"]

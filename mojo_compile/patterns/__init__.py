@@ -571,7 +571,8 @@ def warm_cache() -> int:
     if not pattern_cache.enabled():
         raise RuntimeError("the pattern cache is off (MOJO_PATTERN_CACHE=0)")
     if not pattern_cache.keeps_traces():
-        raise RuntimeError("a canonicalisation rule from outside mojo_compile is registered: traces are not kept")
+        raise RuntimeError("a canonicalisation rule mojo_compile did not register itself is registered: traces are "
+                           "not kept")
     builtins = [p for p in registered_patterns() if p.builtin]
     for pattern in builtins:
         _compile(pattern)
