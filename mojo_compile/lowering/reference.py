@@ -30,9 +30,11 @@ def activation(g, act: str):
     return F.gelu(g, approximate="tanh" if act == "gelu_tanh" else "none")
 
 
-def rows(t):
-    """[..., N] as [M, N]: not reshape(-1, N), which cannot infer the -1 when N = 0 (an empty hidden size)."""
-    return t.flatten(0, -2) if t.dim() > 1 else t.unsqueeze(0)
+def sum_rows(t):
+    """[..., N] summed over every dim but the last, to [N] (a weight's or bias's gradient). Not through an [M, N]
+    view: reshape(-1, N) cannot infer the -1 when N = 0 (an empty hidden size), and a DTensor sharded on a leading
+    dim (sequence parallel) cannot flatten it without a redistribution, which DTensor refuses for a view."""
+    return t.sum(dim=tuple(range(t.dim() - 1))) if t.dim() > 1 else t
 
 
 def normalise(x, weight, eps, weight_offset, cast):
@@ -61,7 +63,7 @@ def rms_norm_grad(grad_y, x, weight, rstd, grad_residual, weight_offset, cast, w
         grad_x = grad_x + grad_residual.float()
     if weight is not None and weight_grad:
         n_seen = n.to(x.dtype).float() if cast == "normed" else n  # the weight multiplied the rounded value
-        grad_w = rows(g * n_seen).sum(0).to(weight.dtype)
+        grad_w = sum_rows(g * n_seen).to(weight.dtype)
     else:
         grad_w = x.new_empty((0,))
     return grad_x.to(x.dtype).contiguous(), grad_w

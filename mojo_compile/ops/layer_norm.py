@@ -36,7 +36,7 @@ from torch import Tensor
 
 from .. import lowering, sharding
 from ..kernels.common import interpreting
-from ..lowering.reference import differentiable_grads, rows
+from ..lowering.reference import differentiable_grads, sum_rows
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -136,7 +136,7 @@ def _differentiable_bias_grad(ctx, grad_y, wanted):
     """d bias = grad_y summed over the rows, in the bias's dtype: linear in grad_y, so differentiable as it is."""
     if not wanted or ctx.bias_dtype is None:
         return None
-    return rows(grad_y).sum(0).to(ctx.bias_dtype)
+    return sum_rows(grad_y).to(ctx.bias_dtype)
 
 
 def _bias_grad(ctx, db, wanted):
