@@ -2,8 +2,10 @@
 # Device-side runner: run.sh BUDGET_S TASK... ; each task's log under $OUT. Starts no task after BUDGET_S.
 set -u
 start=$(date +%s); budget=$1; shift
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=/tmp/site:$PWD
 export PYTHONUNBUFFERED=1 MOJO_CACHE_DIR=/tmp/mojo-cache NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
 nvidia-smi --query-gpu=name,memory.used --format=csv,noheader
 for t in "$@"; do
