@@ -361,3 +361,98 @@ compiled(x)
 print(round(({call} - search(x)).mean().item()))
 """
     assert _run_fresh(body) == expected
+
+
+def test_a_registry_change_on_another_thread_during_a_compile_reaches_code_compiled_before():
+    """While thread T runs a mojo compile (held open by a graph pass), the main thread registers a pattern for a
+    function compiled before: that change is after the function's compile, so its code is dropped. (The count of
+    running compiles was process-wide: T's compile made the registration look like part of a running compile.)"""
+    body = SAME_SEARCH + textwrap.dedent("""
+    import threading
+    from mojo_compile import patterns as P
+    def sig3_backward(ctx, g):
+        s = torch.sigmoid(ctx.x)
+        return g * 3.0 * s * (1 - s), None
+""") + textwrap.dedent("""
+    started, go = threading.Event(), threading.Event()
+    def waiter(gm):  # holds T's compile open until the main thread has registered
+        if threading.current_thread().name == "T":
+            started.set()
+            go.wait(5)  # (with a thread-aware fix the reset waits on Dynamo's compile lock: a timeout, no deadlock)
+        return []
+    mojo_compile.register_graph_pass("user.waiter", waiter)
+    x = torch.randn(3, 8)
+    compiled = torch.compile(search, backend="mojo", options=OPT)
+    compiled(x)
+    other = torch.compile(lambda x: torch.tanh(x) + 1, backend="mojo", options=OPT)
+    t = threading.Thread(target=lambda: other(x), name="T")
+    t.start()
+    started.wait(60)
+    mojo_compile.register_pattern("user.sig3", search, plus(100), [(torch.randn(4, 8),)])
+    go.set()
+    t.join()
+    print(round((compiled(x) - search(x)).mean().item()))
+""")
+    assert _run_fresh(body) == "100"
+
+
+def test_an_op_for_one_device_with_an_autograd_formula_counts_as_differentiable():
+    """A user's Triton-style op (custom_op for "cuda" only, with a fake and a backward) registered with CPU example
+    inputs as the README does: the replacement is traced on fake inputs, so the op is found and its formula seen
+    (a trace on the real CPU inputs raised, and every training site was refused)."""
+    body = SAME_SEARCH + textwrap.dedent("""
+    import threading
+    from mojo_compile import patterns as P
+    def sig3_backward(ctx, g):
+        s = torch.sigmoid(ctx.x)
+        return g * 3.0 * s * (1 - s), None
+""") + textwrap.dedent("""
+    @torch.library.custom_op("mojo::user_cuda_only_sig3", mutates_args=(), device_types="cuda")
+    def cuda_only(x: torch.Tensor, target: str = "torch") -> torch.Tensor:
+        return torch.sigmoid(x) * 3.0
+    cuda_only.register_fake(lambda x, target="torch": torch.empty_like(x))
+    cuda_only.register_autograd(sig3_backward, setup_context=lambda ctx, inputs, output: setattr(ctx, "x", inputs[0]))
+    pattern = mojo_compile.register_pattern("user.sig3", search, lambda x: cuda_only(x), [(torch.randn(4, 8),)])
+    print(len(P._ops_without_backward(pattern)))
+""")
+    assert _run_fresh(body) == "0"
+
+
+def test_an_op_with_a_per_device_autograd_kernel_is_fused_for_training():
+    """An op whose autograd kernel is registered for AutogradCPU (a per-device key, not the Autograd alias) fuses
+    where an input needs a gradient, and the weight's gradient is eager's."""
+    body = SAME_SEARCH + textwrap.dedent("""
+    import threading
+    from mojo_compile import patterns as P
+    def sig3_backward(ctx, g):
+        s = torch.sigmoid(ctx.x)
+        return g * 3.0 * s * (1 - s), None
+""") + textwrap.dedent("""
+    lib = torch.library.Library("mojo", "FRAGMENT")
+    lib.define("user_autograd_cpu_sig3(Tensor x, str target='torch') -> Tensor")
+    class Sig3(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.x = x
+            with torch._C._AutoDispatchBelowAutograd():
+                return torch.ops.mojo.user_autograd_cpu_sig3(x)
+        @staticmethod
+        def backward(ctx, g):
+            return sig3_backward(ctx, g)[0]
+    lib.impl("user_autograd_cpu_sig3", lambda x, target="torch": torch.sigmoid(x) * 3.0, "CPU")
+    lib.impl("user_autograd_cpu_sig3", lambda x, target="torch": torch.empty_like(x), "Meta")
+    lib.impl("user_autograd_cpu_sig3", lambda x, target="torch": Sig3.apply(x), "AutogradCPU")
+    mojo_compile.register_pattern("user.sig3", search, lambda x: torch.ops.mojo.user_autograd_cpu_sig3(x),
+                                  [(torch.randn(4, 8),)])
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(3, 4, 8)
+    step = lambda x: search(lin(x)).sum()
+    out = torch.compile(step, backend="mojo", options=OPT)(x)
+    out.backward()
+    fused_grad = lin.weight.grad.clone()
+    lin.zero_grad()
+    step(x).backward()
+    torch.testing.assert_close(fused_grad, lin.weight.grad)
+    print(",".join(s.pattern for s in mojo_compile.last_report().sites) or "none")
+""")
+    assert _run_fresh(body) == "user.sig3"

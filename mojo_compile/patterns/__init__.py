@@ -23,6 +23,7 @@ import logging
 import operator
 import pkgutil
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -131,30 +132,35 @@ def register_graph_pass(name: str, fn: Callable[[GraphModule], Sequence[Node]], 
     return graph_pass
 
 
-_COMPILES = {"done": 0, "running": 0}  # mojo backend compiles finished, and running now (see compiling())
+_COMPILES = {"done": 0}  # mojo backend compiles finished (see compiling())
+_COMPILING = threading.local()  # .depth: mojo backend compiles running on this thread
 
 
 @contextlib.contextmanager
 def compiling():
-    """Around each mojo backend compile: a registry change made while one runs (the built-ins and fusion plug-ins
-    loading on first need) is part of that compile, not a change after it."""
-    _COMPILES["running"] += 1
+    """Around each mojo backend compile: a registry change made while one runs on the same thread (the built-ins and
+    fusion plug-ins loading on first need) is part of that compile, not a change after it. Per thread: a change
+    another thread makes during this compile is a change after the compiles done before."""
+    _COMPILING.depth = getattr(_COMPILING, "depth", 0) + 1
     try:
         yield
     finally:
-        _COMPILES["running"] -= 1
+        _COMPILING.depth -= 1
         _COMPILES["done"] += 1
 
 
 def registry_changed(what: str) -> None:
-    """A pattern, graph pass or canonicalisation rule was added, replaced or removed. After a compile, this resets
-    Dynamo (torch._dynamo.reset()): its cache of compiled code is guarded on the code, the inputs and the backend
-    with its options, not on our registry, so a new torch.compile of the same function (or the next call of one
-    compiled before) would run code rewritten under the old registry -- a removed fusion still running, a new one
-    ignored. Everything compiled so far, by any backend, is compiled again on its next call."""
-    if _COMPILES["done"] and not _COMPILES["running"]:
-        log.info("mojo: %s after a compile: torch._dynamo.reset(), so that compiled code follows the change", what)
-        torch._dynamo.reset()
+    """A pattern, graph pass or canonicalisation rule was added, replaced or removed. After a compile, this drops
+    Dynamo's compiled code (torch._dynamo.reset_code_caches()): that cache is guarded on the code, the inputs and the
+    backend with its options, not on our registry, so a new torch.compile of the same function (or the next call of
+    one compiled before) would run code rewritten under the old registry -- a removed fusion still running, a new
+    one ignored. Everything compiled so far, by any backend, is compiled again on its next call. Only the code
+    caches: a full torch._dynamo.reset() would also clear the Triton kernels a compiled graph's lazily compiled
+    backward still looks up, and tear down CUDA-graph trees."""
+    if _COMPILES["done"] and not getattr(_COMPILING, "depth", 0):
+        log.info("mojo: %s after a compile: Dynamo's code caches reset, so that compiled code follows the change",
+                 what)
+        torch._dynamo.reset_code_caches()
 
 
 def registered_graph_passes() -> list[GraphPass]:
@@ -804,6 +810,12 @@ def _no_backward(pattern: Pattern, match) -> Optional[str]:
     return None
 
 
+# An op differentiates where it has a kernel for one of these (its own formula, per device or for all, or a
+# decomposition autograd goes through).
+_AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA", "AutogradXPU", "AutogradMPS", "AutogradPrivateUse1",
+                  "CompositeImplicitAutograd")
+
+
 def _ops_without_backward(pattern: Pattern) -> tuple:
     """The custom ops that pattern.replace calls (traced once on its first example inputs) that have no autograd
     formula: a torch.library.custom_op without register_autograd, or a library op with no Autograd kernel."""
@@ -813,9 +825,11 @@ def _ops_without_backward(pattern: Pattern) -> tuple:
     params = list(inspect.signature(pattern.replace).parameters)
     tensors = iter(pattern.example_inputs[0])
     args = [pattern.scalars[p] if p in pattern.scalars else next(tensors) for p in params]
-    try:  # on the real example inputs, outside the compile's fake mode (a match is checked inside a compile)
+    # On fake copies of the example inputs (a CPU example of an op registered for the GPU alone must trace; nothing
+    # runs for real), outside the compile's own fake mode (a match is checked inside a compile).
+    try:
         with unset_fake_temporarily(), torch.enable_grad():
-            graph = make_fx(pattern.replace, pre_dispatch=True)(*args).graph
+            graph = make_fx(pattern.replace, tracing_mode="fake", pre_dispatch=True)(*args).graph
     except Exception as e:  # noqa: BLE001 - a replacement that does not trace alone: unknown, so not fused
         return (f"the replacement (it does not trace alone: {type(e).__name__})",)
     missing = []
@@ -828,7 +842,7 @@ def _ops_without_backward(pattern: Pattern) -> tuple:
             differentiable = getattr(opdef, "_backward_fn", None) is not None
         else:
             differentiable = any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
-                                 for key in ("Autograd", "CompositeImplicitAutograd"))
+                                 for key in _AUTOGRAD_KEYS)
         if not differentiable and str(op) not in missing:
             missing.append(str(op))
     return tuple(missing)
