@@ -363,17 +363,21 @@ print(round(({call} - search(x)).mean().item()))
     assert _run_fresh(body) == expected
 
 
+# For the user ops of the tests below: the backward of 3 sigmoid(x).
+USER_OPS = """
+import threading
+from mojo_compile import patterns as P
+def sig3_backward(ctx, g):
+    s = torch.sigmoid(ctx.x)
+    return g * 3.0 * s * (1 - s), None
+"""
+
+
 def test_a_registry_change_on_another_thread_during_a_compile_reaches_code_compiled_before():
     """While thread T runs a mojo compile (held open by a graph pass), the main thread registers a pattern for a
     function compiled before: that change is after the function's compile, so its code is dropped. (The count of
     running compiles was process-wide: T's compile made the registration look like part of a running compile.)"""
-    body = SAME_SEARCH + textwrap.dedent("""
-    import threading
-    from mojo_compile import patterns as P
-    def sig3_backward(ctx, g):
-        s = torch.sigmoid(ctx.x)
-        return g * 3.0 * s * (1 - s), None
-""") + textwrap.dedent("""
+    body = SAME_SEARCH + USER_OPS + textwrap.dedent("""
     started, go = threading.Event(), threading.Event()
     def waiter(gm):  # holds T's compile open until the main thread has registered
         if threading.current_thread().name == "T":
@@ -400,13 +404,7 @@ def test_an_op_for_one_device_with_an_autograd_formula_counts_as_differentiable(
     """A user's Triton-style op (custom_op for "cuda" only, with a fake and a backward) registered with CPU example
     inputs as the README does: the replacement is traced on fake inputs, so the op is found and its formula seen
     (a trace on the real CPU inputs raised, and every training site was refused)."""
-    body = SAME_SEARCH + textwrap.dedent("""
-    import threading
-    from mojo_compile import patterns as P
-    def sig3_backward(ctx, g):
-        s = torch.sigmoid(ctx.x)
-        return g * 3.0 * s * (1 - s), None
-""") + textwrap.dedent("""
+    body = SAME_SEARCH + USER_OPS + textwrap.dedent("""
     @torch.library.custom_op("mojo::user_cuda_only_sig3", mutates_args=(), device_types="cuda")
     def cuda_only(x: torch.Tensor, target: str = "torch") -> torch.Tensor:
         return torch.sigmoid(x) * 3.0
@@ -421,13 +419,7 @@ def test_an_op_for_one_device_with_an_autograd_formula_counts_as_differentiable(
 def test_an_op_with_a_per_device_autograd_kernel_is_fused_for_training():
     """An op whose autograd kernel is registered for AutogradCPU (a per-device key, not the Autograd alias) fuses
     where an input needs a gradient, and the weight's gradient is eager's."""
-    body = SAME_SEARCH + textwrap.dedent("""
-    import threading
-    from mojo_compile import patterns as P
-    def sig3_backward(ctx, g):
-        s = torch.sigmoid(ctx.x)
-        return g * 3.0 * s * (1 - s), None
-""") + textwrap.dedent("""
+    body = SAME_SEARCH + USER_OPS + textwrap.dedent("""
     lib = torch.library.Library("mojo", "FRAGMENT")
     lib.define("user_autograd_cpu_sig3(Tensor x, str target='torch') -> Tensor")
     class Sig3(torch.autograd.Function):
