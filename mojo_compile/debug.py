@@ -17,9 +17,9 @@ eager's plus a floor for the output dtype -- one rounding in that dtype, more fo
 rule of the conformance suite). And per element, as a norm dilutes an error confined to a few elements: each
 element's error against fp64 must be at most ELEMENT_FACTOR x (eager's own error at that element + one ulp of the
 fp64 value in the output dtype), plus the normwise allowance spread evenly (bound x the rms of the fp64 values x
-sqrt(2 ln n), the expected largest of n normal samples);
-the worst element is named (index, fused, eager, fp64). NaN and +-inf must be where eager has them. Graphs with
-random ops (dropout in training) are not compared as a whole; their sites are.
+sqrt(2 ln n), the expected largest of n normal samples); the worst element is named (index, fused, eager, fp64).
+NaN and +-inf must be where eager has them. Graphs with random ops (dropout in training) are not compared as a
+whole; their sites are.
 
 bisect compiles the graph again with a prefix of the ordered list of rewrites enabled -- the enabled patterns in
 applying order, then the enabled graph passes in run order -- each other one disabled by its exact name ("=name",

@@ -151,6 +151,33 @@ def test_a_user_op_without_autograd_is_not_fused_where_a_gradient_is_wanted(op, 
         mojo_compile.unregister_pattern("user.sig3")
 
 
+def test_a_replacement_that_calls_an_op_without_autograd_for_one_dtype_only_is_not_fused_for_training():
+    """The replacement calls the inference-only op for fp32 alone (its kernel's dtype, say) and the formula-carrying
+    one otherwise: the fp32 site, whose input needs a gradient, stays eager's (each example input set is traced,
+    not only the first, a bf16 one here); its gradient is eager's."""
+    def search(x):
+        return torch.sigmoid(x) * 3.0
+
+    def replace(x):
+        return sig3_inference(x) if x.dtype == torch.float32 else sig3_trained(x)
+
+    mojo_compile.register_pattern("user.sig3", search, replace,
+                                  [(torch.randn(4, 8, dtype=torch.bfloat16),), (torch.randn(4, 8),)])
+    try:
+        lin = torch.nn.Linear(8, 8)
+        x = torch.randn(3, 4, 8)
+        step = lambda x: search(lin(x)).sum()  # noqa: E731
+        out = torch.compile(step, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(x)
+        assert [s.pattern for s in mojo_compile.last_report().sites] == []
+        out.backward()
+        fused_grad = lin.weight.grad.clone()
+        lin.zero_grad()
+        step(x).backward()
+        torch.testing.assert_close(fused_grad, lin.weight.grad)
+    finally:
+        mojo_compile.unregister_pattern("user.sig3")
+
+
 def test_register_pattern_errors():
     ok = (torch.randn(2, 8),)
     with pytest.raises(mojo_compile.PatternError, match="must take the same parameters"):

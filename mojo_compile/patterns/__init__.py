@@ -817,34 +817,37 @@ _AUTOGRAD_KEYS = ("Autograd", "AutogradCPU", "AutogradCUDA", "AutogradXPU", "Aut
 
 
 def _ops_without_backward(pattern: Pattern) -> tuple:
-    """The custom ops that pattern.replace calls (traced once on its first example inputs) that have no autograd
-    formula: a torch.library.custom_op without register_autograd, or a library op with no Autograd kernel."""
+    """The custom ops that pattern.replace calls (traced once per example input set: a replacement may call another
+    op per dtype) that have no autograd formula: a torch.library.custom_op without register_autograd, or a library
+    op with no Autograd kernel."""
     from torch._library import custom_ops
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     params = list(inspect.signature(pattern.replace).parameters)
-    tensors = iter(pattern.example_inputs[0])
-    args = [pattern.scalars[p] if p in pattern.scalars else next(tensors) for p in params]
-    # On fake copies of the example inputs (a CPU example of an op registered for the GPU alone must trace; nothing
-    # runs for real), outside the compile's own fake mode (a match is checked inside a compile).
-    try:
-        with unset_fake_temporarily(), torch.enable_grad():
-            graph = make_fx(pattern.replace, tracing_mode="fake", pre_dispatch=True)(*args).graph
-    except Exception as e:  # noqa: BLE001 - a replacement that does not trace alone: unknown, so not fused
-        return (f"the replacement (it does not trace alone: {type(e).__name__})",)
     missing = []
-    for node in graph.nodes:
-        op = node.target
-        if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) or op.namespace in ("aten", "prims"):
-            continue
-        opdef = custom_ops.OPDEFS.get(op._schema.name)
-        if opdef is not None:
-            differentiable = getattr(opdef, "_backward_fn", None) is not None
-        else:
-            differentiable = any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
-                                 for key in _AUTOGRAD_KEYS)
-        if not differentiable and str(op) not in missing:
-            missing.append(str(op))
+    for inputs in pattern.example_inputs:
+        tensors = iter(inputs)
+        args = [pattern.scalars[p] if p in pattern.scalars else next(tensors) for p in params]
+        # On fake copies of the example inputs (a CPU example of an op registered for the GPU alone must trace;
+        # nothing runs for real), outside the compile's own fake mode (a match is checked inside a compile).
+        try:
+            with unset_fake_temporarily(), torch.enable_grad():
+                graph = make_fx(pattern.replace, tracing_mode="fake", pre_dispatch=True)(*args).graph
+        except Exception as e:  # noqa: BLE001 - a replacement that does not trace alone: unknown, so not fused
+            return (f"the replacement (it does not trace alone: {type(e).__name__})",)
+        for node in graph.nodes:
+            op = node.target
+            if node.op != "call_function" or not isinstance(op, torch._ops.OpOverload) \
+                    or op.namespace in ("aten", "prims") or str(op) in missing:
+                continue
+            opdef = custom_ops.OPDEFS.get(op._schema.name)
+            if opdef is not None:
+                differentiable = getattr(opdef, "_backward_fn", None) is not None
+            else:
+                differentiable = any(torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
+                                     for key in _AUTOGRAD_KEYS)
+            if not differentiable:
+                missing.append(str(op))
     return tuple(missing)
 
 
