@@ -6,6 +6,7 @@
     mojo-compile diff    SCRIPT [-- ARGS...]             each graph before and after rewriting (pre-dispatch ATen)
     mojo-compile patterns [--json] [--family F]          the registered patterns and graph passes, in applying order
     mojo-compile warm-cache                              trace the built-in patterns into MOJO_CACHE_DIR now
+    mojo-compile warm-cache --ship [DIR]                 ... into the package's shipped traces (maintainers)
     mojo-compile --version
 
 SCRIPT is a Python file that compiles with backend="mojo"; the arguments after `--` are its own (every flag before
@@ -188,6 +189,11 @@ def _warm_cache(args) -> int:
     start = time.perf_counter()
     patterns.load_fusions()
     try:
+        if args.ship is not None:
+            path, traces = pattern_cache.ship(args.ship or pattern_cache.SHIPPED_DIR)
+            print(f"mojo-compile: {traces} pattern traces shipped in {path} (torch {torch.__version__}) in "
+                  f"{time.perf_counter() - start:.1f} s")
+            return 0
         sets = patterns.warm_cache()
     except RuntimeError as e:
         print(f"mojo-compile: nothing cached: {e}", file=sys.stderr)
@@ -242,6 +248,9 @@ def _parser() -> argparse.ArgumentParser:
     patterns.set_defaults(run=_patterns)
     warm = sub.add_parser("warm-cache", help="trace the built-in patterns into the pattern cache (MOJO_CACHE_DIR) "
                                              "ahead of the first compile")
+    warm.add_argument("--ship", nargs="?", const="", metavar="DIR",
+                      help="write the traces as the package's shipped file for this torch and Python, into DIR "
+                           "(default: mojo_compile/pattern_data), for every later first compile of this source")
     warm.set_defaults(run=_warm_cache)
     return parser
 

@@ -21,6 +21,14 @@ An entry is sound by construction of its key and checked before it is written:
   - an entry is written only if the graph rebuilt from its JSON prints exactly as the traced graph does; a graph
     with anything JSON cannot name (a tensor constant, a callable that does not resolve back to itself) is not kept.
 
+The package also ships the built-ins' traces and summaries for the torch releases and Pythons it is verified on
+(pattern_data/torch-<release>-py<major.minor>.json.gz, made by `mojo-compile warm-cache --ship`, as Inductor ships
+its serialised patterns), so that a first compile in an empty cache directory traces nothing either. A shipped file
+is read only where it was made from this package's source (the same hash), and under the same registered rules (its
+entries are named by the rules' hash, the pattern and the arguments' descriptions, as the directory's are); a stale
+or foreign file is not read, and the patterns trace. Neither kind of cached trace can fuse a wrong computation: it
+only names what a registration looks for, and every candidate it finds is re-traced from the search function (above).
+
 The mask prover's answers (`remembered`) are kept the same way: each answer to a yes-or-no question, under a key
 holding the versions, the package hash and the question's full text (sympy's `srepr` of the formulas compared), and
 the question is compared again when the answer is read back. A proof costs tenths of a second per attention mask;
@@ -37,6 +45,7 @@ and its size -- is kept as well (`summaries`): a rewrite registers only the sets
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import importlib
 import json
@@ -120,15 +129,22 @@ def describe_argument(value) -> Any:
     raise Unkeepable(f"an argument of type {type(value).__name__}")
 
 
-def entry_key(pattern_name: str, args: Sequence) -> Optional[str]:
-    """The file name of a registration trace's entry, or None where it is not to be kept."""
+def _entry_parts(pattern_name: str, args: Sequence) -> Optional[list]:
+    """What names a registration trace besides the versions and the package: the rules, the pattern, its arguments.
+    None where the trace is not to be kept."""
     if not _rules_are_ours():
         return None
     try:
         described = [describe_argument(a) for a in args]
     except Unkeepable:
         return None
-    return _key(_rules_fingerprint(), pattern_name, described)
+    return [_rules_fingerprint(), pattern_name, described]
+
+
+def entry_key(pattern_name: str, args: Sequence) -> Optional[str]:
+    """The file name of a registration trace's entry, or None where it is not to be kept."""
+    parts = _entry_parts(pattern_name, args)
+    return None if parts is None else _key(*parts)
 
 
 def _key(*parts) -> str:
@@ -291,16 +307,104 @@ def _write(path: str, text: str) -> bool:
 
 def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule], fn: Callable,
            args: Sequence) -> GraphModule:
-    """`trace(fn, args)`, from the cache where an entry for this pattern and these arguments exists."""
-    key = entry_key(pattern_name, args) if enabled() else None
-    if key is not None:
-        gm = load(key)
-        if gm is not None:
-            return gm
-    gm = trace(fn, args)
-    if key is not None:
+    """`trace(fn, args)`, from the cache directory or the shipped traces where either holds this pattern with these
+    arguments."""
+    parts = _entry_parts(pattern_name, args) if enabled() else None
+    if parts is None:
+        return trace(fn, args)
+    key = _key(*parts)
+    gm = load(key)
+    if gm is None:
+        gm = _shipped_trace(parts)
+    if gm is None:
+        gm = trace(fn, args)
         store(key, gm)
+    if _RECORDING is not None:
+        _RECORDING["entries"][json.dumps(parts)] = graph_to_json(gm.graph)
     return gm
+
+
+# -- the traces shipped with the package ----------------------------------------------------------------------------
+
+SHIPPED_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pattern_data")
+_RECORDING: Optional[dict] = None  # {"entries": ..., "summaries": ...} while ship() collects them
+
+
+def shipped_name() -> str:
+    """The shipped file for this torch release and Python (a local build tag, `+cpu` or `+cu130`, does not change a
+    trace: the patterns trace on the CPU, and every argument's device is in the entry's name)."""
+    release = torch.__version__.split("+")[0]
+    return f"torch-{release}-py{sys.version_info.major}.{sys.version_info.minor}.json.gz"
+
+
+@functools.cache
+def _shipped() -> Optional[dict]:
+    """The traces shipped for this torch release and Python, where they were made from this package's source; None
+    otherwise (a stale file is not read: the patterns trace, as in a fresh cache directory)."""
+    path = os.path.join(SHIPPED_DIR, shipped_name())
+    try:
+        with gzip.open(path, "rt") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - a damaged file: trace, as without one
+        log.debug("mojo: shipped pattern traces %s unreadable (%s: %s)", path, type(e).__name__, e)
+        return None
+    if data.get("format") != FORMAT or data.get("package") != _package_hash():
+        log.debug("mojo: shipped pattern traces %s were made from another source of mojo_compile; tracing", path)
+        return None
+    return data
+
+
+def _shipped_trace(parts: list) -> Optional[GraphModule]:
+    data = _shipped() if _RECORDING is None else None
+    nodes = None if data is None else data["entries"].get(json.dumps(parts))
+    return None if nodes is None else graph_from_json(nodes)
+
+
+def _shipped_summaries(rules: str) -> dict:
+    data = _shipped() if _RECORDING is None else None
+    held = {} if data is None else data["summaries"].get(rules, {})
+    return {name: [(frozenset(targets), size) for targets, size in sets] for name, sets in held.items()}
+
+
+def ship(directory: str = SHIPPED_DIR) -> tuple[str, int]:
+    """Trace every built-in pattern's input sets in a fresh cache directory, as a first compile does, and write
+    their graphs and summaries into `directory` as this torch release's and Python's shipped file (read by every
+    later first compile of this package's source: Inductor ships its serialised patterns the same way). Returns the
+    file's path and the number of traces. The caller's process must hold no user canonicalisation rule."""
+    import tempfile
+
+    from . import patterns
+
+    global _RECORDING
+    if not keeps_traces():
+        raise RuntimeError("the pattern cache is off, or a canonicalisation rule mojo_compile did not register is "
+                           "registered: nothing to ship")
+    previous = os.environ.get("MOJO_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as fresh:
+        os.environ["MOJO_CACHE_DIR"] = fresh
+        _RECORDING = {"entries": {}, "summaries": {}}  # (while set, nothing shipped is read: every set traces)
+        try:
+            patterns.forget_traces()
+            patterns.warm_cache()
+            recorded = _RECORDING
+        finally:
+            _RECORDING = None
+            patterns.forget_traces()
+            if previous is None:
+                os.environ.pop("MOJO_CACHE_DIR", None)
+            else:
+                os.environ["MOJO_CACHE_DIR"] = previous
+    data = {"format": FORMAT, "torch": torch.__version__, "python": sys.version.split()[0],
+            "package": _package_hash(), **recorded}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, shipped_name())
+    text = json.dumps(data, sort_keys=True).encode()
+    with open(path, "wb") as f:
+        f.write(gzip.compress(text, compresslevel=9, mtime=0))  # (mtime 0: the same traces, the same bytes)
+    _shipped.cache_clear()
+    return path, len(recorded["entries"])
 
 
 # -- the patterns' summaries ----------------------------------------------------------------------------------------
@@ -319,12 +423,14 @@ def _summaries_file() -> Optional[dict]:
 
 
 def summaries() -> dict:
-    """{built-in pattern name: [(targets, size) per example-input set]}, as an earlier process registered them: the
-    names of the ops each set's pattern is made of, and its size. Read once per process and cache directory; {}
-    where none is kept. A summary is keyed like a trace (the versions and this package's source), so it describes
-    the traces this process would make."""
+    """{built-in pattern name: [(targets, size) per example-input set]}, as an earlier process registered them (or
+    the shipped traces' maker did): the names of the ops each set's pattern is made of, and its size. Read once per
+    process and cache directory; {} where none is kept. A summary is keyed like a trace (the versions and this
+    package's source), so it describes the traces this process would make."""
     held = _summaries_file()
-    return {} if held is None else {**held["loaded"], **held["new"]}
+    if held is None:
+        return {}
+    return {**_shipped_summaries(_rules_fingerprint()), **held["loaded"], **held["new"]}
 
 
 def _read_summaries(path: str) -> dict:
@@ -344,7 +450,11 @@ def _read_summaries(path: str) -> dict:
 def note_summary(name: str, sets: list) -> None:
     """Remember a built-in pattern's summary: [(targets, size) per example-input set], all registered."""
     held = _summaries_file()
-    if held is not None and held["loaded"].get(name) != sets:
+    if held is None:
+        return
+    if _RECORDING is not None:
+        _RECORDING["summaries"].setdefault(_rules_fingerprint(), {})[name] = [[sorted(t), size] for t, size in sets]
+    if summaries().get(name) != sets:  # (one the shipped traces hold is not written again)
         held["new"][name] = sets
 
 

@@ -19,8 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    """An empty cache directory, and no shipped traces (test_shipped_* below read those): a first compile traces."""
     monkeypatch.setenv("MOJO_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MOJO_PATTERN_CACHE", raising=False)
+    monkeypatch.setattr(pattern_cache, "_shipped", lambda: None)
     patterns.load_fusions()
     patterns.forget_traces()
     yield tmp_path
@@ -422,3 +424,102 @@ def test_a_process_with_a_users_rule_neither_reads_nor_writes_the_builtins_trace
     with the rule leaves no trace made under it for later runs without it (poisoned)."""
     assert _gelu_process(tmp_path, first_rule, 0) == ["gated_act.gelu"]
     assert _gelu_process(tmp_path, then_rule, 1) == ["gated_act.gelu"]
+
+
+# -- the traces shipped with the package ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shipped_dir(tmp_path_factory):
+    """This source's shipped file for this torch and Python, made anew (as `mojo-compile warm-cache --ship` does)."""
+    directory = tmp_path_factory.mktemp("shipped")
+    patterns.load_fusions()
+    path, count = pattern_cache.ship(str(directory))
+    assert os.path.basename(path) == pattern_cache.shipped_name() and count > 100
+    return directory
+
+
+@pytest.fixture
+def shipped(shipped_dir, tmp_path, monkeypatch):
+    """An empty cache directory, with the shipped traces read from `shipped_dir`."""
+    monkeypatch.setenv("MOJO_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("MOJO_PATTERN_CACHE", raising=False)
+    monkeypatch.setattr(pattern_cache, "SHIPPED_DIR", str(shipped_dir))
+    pattern_cache._shipped.cache_clear()
+    pattern_cache._SUMMARIES.clear()
+    patterns.forget_traces()
+    yield tmp_path
+    pattern_cache._shipped.cache_clear()
+    patterns.forget_traces()
+
+
+def _read_shipped(path) -> dict:
+    import gzip
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def test_the_packaged_traces_are_this_sources(shipped_dir):
+    """The file the package ships for this torch and Python holds what tracing this source gives now: every graph
+    and summary (a file made before the last change to the package is never read, and a first compile traces;
+    remake it with `mojo-compile warm-cache --ship`). Where none is shipped for this torch and Python, there is
+    nothing to check."""
+    packaged = os.path.join(ROOT, "mojo_compile", "pattern_data", pattern_cache.shipped_name())
+    if not os.path.exists(packaged):
+        pytest.skip(f"no traces are shipped for torch {torch.__version__} and Python {sys.version.split()[0]}")
+    made, kept = _read_shipped(shipped_dir / pattern_cache.shipped_name()), _read_shipped(packaged)
+    assert kept["package"] == made["package"], "the shipped traces are stale: run `mojo-compile warm-cache --ship`"
+    assert kept["entries"] == made["entries"] and kept["summaries"] == made["summaries"]
+
+
+def test_a_first_compile_traces_nothing_with_the_shipped_traces(shipped, monkeypatch):
+    """In an empty cache directory, every registration trace and every summary comes from the shipped file: a first
+    compile fuses what a traced one does, with the same numbers, and writes no trace to the cache directory."""
+    model, ids = tiny_llama(), torch.randint(0, 128, (2, 11), device=DEVICE)
+    real = patterns._registration_trace
+    with torch.no_grad():
+        monkeypatch.setattr(patterns, "_registration_trace", lambda *a: pytest.fail("a registration trace"))
+        fused, counts = compiled_logits(model, ids)
+        assert entries(shipped) == []
+        monkeypatch.setattr(patterns, "_registration_trace", real)
+        monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+        patterns.forget_traces()
+        traced, traced_counts = compiled_logits(model, ids)
+        expected = model.double()(ids).logits
+    assert counts == traced_counts and counts.get("mojo.rms_norm") and counts.get("mojo.attention")
+    assert torch.equal(fused, traced)
+    torch.testing.assert_close(fused.double(), expected, rtol=0, atol=1e-4)  # (fp32 against fp64: rounding only)
+
+
+def test_a_stale_shipped_file_is_not_read(shipped, monkeypatch):
+    """Shipped traces made from another source of the package are not read: the patterns trace, as in a fresh
+    cache directory, and fuse the same."""
+    monkeypatch.setattr(pattern_cache, "_package_hash", lambda: "another source")
+    assert pattern_cache._shipped() is None and pattern_cache.summaries() == {}
+    calls = []
+    real = patterns._registration_trace
+    monkeypatch.setattr(patterns, "_registration_trace", lambda *a: calls.append(1) or real(*a))
+    model, ids = tiny_llama(), torch.randint(0, 128, (2, 11), device=DEVICE)
+    with torch.no_grad():
+        _, counts = compiled_logits(model, ids)
+    assert calls and counts.get("mojo.rms_norm")
+
+
+def test_shipped_traces_are_not_read_with_the_cache_off_or_a_users_rule(shipped, monkeypatch):
+    assert pattern_cache._shipped() is not None
+    monkeypatch.setattr(pattern_cache, "_shipped_trace", lambda parts: pytest.fail("a shipped trace read"))
+    monkeypatch.setattr(pattern_cache, "_shipped_summaries", lambda rules: pytest.fail("shipped summaries read"))
+    monkeypatch.setenv("MOJO_PATTERN_CACHE", "0")
+    register_all()
+    assert pattern_cache.summaries() == {}
+    monkeypatch.delenv("MOJO_PATTERN_CACHE")
+    patterns.forget_traces()
+    monkeypatch.setitem(canonicalize.RULES, torch.ops.aten.sin.default, _user_rule)
+    register_all()
+    assert pattern_cache.summaries() == {}
+
+
+def test_shipping_leaves_the_callers_cache_directory_alone(shipped, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("again")
+    pattern_cache.ship(str(directory))
+    assert os.environ["MOJO_CACHE_DIR"] == str(shipped) and entries(shipped) == []
+    assert _read_shipped(directory / pattern_cache.shipped_name())["entries"]
