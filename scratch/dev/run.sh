@@ -40,12 +40,15 @@ for t in "$@"; do
              --impls mojo 2>&1 | tee $OUT/whole.log | tail -8 ;;
     gen2) timeout $((left - 5)) python3 benchmarks/bench_decode.py --model llama,qwen3 --gen-runs 3 --gen-reps 5 \
              --impls inductor,mojo --parts generate 2>&1 | tee $OUT/gen2.log | tail -22 ;;
-    ship) f=$(ls mojo_compile/pattern_data/torch-*-py3.12.json.gz 2>/dev/null | head -1)
-          if [ -z "$f" ]; then python3 -c "from mojo_compile import cli; cli.main(['warm-cache', '--ship'])"; fi
+    ship) python3 -c "from mojo_compile import cli; cli.main(['warm-cache', '--ship'])"  # (same bytes if current)
           cp mojo_compile/pattern_data/*py3.12* $OUT/ && ls -la $OUT/*.gz ;;
     compile) timeout $((left - 5)) python3 benchmarks/bench_compile.py --model llama,qwen3 --workload prefill,decode \
              --impls inductor,mojo-traced,mojo-cold --budget-s $((left - 120)) --phases --json $OUT/compile.json \
              2>&1 | tee $OUT/compile.log | grep -B2 -A8 "^| model | workload | Inductor" ;;
+    compilestatic) TORCHINDUCTOR_STATIC_LAUNCH_USER_DEFINED_TRITON_KERNELS=1 timeout $((left - 5)) python3 \
+             benchmarks/bench_compile.py --model llama,qwen3 --workload decode --impls inductor,mojo-cold \
+             --budget-s $((left - 120)) --phases 2>&1 | tee $OUT/compilestatic.log \
+             | grep -B2 -A8 "^| model | workload | Inductor" ;;
     dyn) timeout 120 python3 scratch/dev/dyn_debug.py > $OUT/dyn.log 2>&1; tail -c 6000 $OUT/dyn.log ;;
     *) echo "unknown task $t" ;;
   esac
