@@ -3,7 +3,10 @@ check the kernels in CI and natively on a GPU."""
 import atexit
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import textwrap
 import zlib
 
 import pytest
@@ -27,6 +30,21 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32} 
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_in_fresh_process(code: str, *args: str, cache_dir=None, timeout: int = 600) -> str:
+    """`code` (dedented) run by a fresh Python in the repository root with tests/ importable, `args` its argv: for a
+    test of process-wide state (the pattern registry, canonicalisation rules, Dynamo's caches, what loads first).
+    With `cache_dir`, that MOJO_CACHE_DIR and the pattern cache on. Its stdout; the test fails with its stderr where
+    it exits non-zero."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests"), ROOT])}
+    if cache_dir is not None:
+        env["MOJO_CACHE_DIR"] = str(cache_dir)
+        env.pop("MOJO_PATTERN_CACHE", None)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-1000:]
+    return proc.stdout
 
 
 def pytest_runtest_logreport(report):

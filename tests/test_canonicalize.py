@@ -1,15 +1,8 @@
 """Canonicalisation is exact: it never turns a fresh tensor into an alias of one that is written in place."""
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 
-from conftest import DEVICE
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import DEVICE, run_in_fresh_process
 
 
 def compiled(fn):
@@ -169,7 +162,4 @@ def test_all_arguments_rule_registered_for_gelu_compiles_to_eagers_values(tmp_pa
         torch.testing.assert_close(fn(x), F.gelu(x) + 1, rtol=0, atol=0)
         print("OK")
     """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."]), "MOJO_CACHE_DIR": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0 and proc.stdout.split()[-1] == "OK", proc.stderr[-3000:]
+    assert run_in_fresh_process(body, cache_dir=tmp_path, timeout=300).split()[-1] == "OK"

@@ -7,7 +7,7 @@ from torch import nn
 
 import mojo_compile
 from mojo_compile import debug
-from conftest import DEVICE, KERNEL_TARGET_OK
+from conftest import DEVICE, KERNEL_TARGET_OK, run_in_fresh_process
 
 EAGER = {"inner_compiler": "eager", "target": "torch"}
 
@@ -255,17 +255,9 @@ OPT = {"inner_compiler": "eager", "target": "torch"}
 
 def _in_fresh_process(body: str) -> str:
     """A graph pass cannot be unregistered: a test that registers one runs in a process of its own."""
-    import os
-    import subprocess
-    import sys
     import textwrap
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."])}
-    proc = subprocess.run([sys.executable, "-c", ISOLATED + textwrap.dedent(body)], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return run_in_fresh_process(ISOLATED + textwrap.dedent(body), timeout=300)
 
 
 def test_bisect_blames_a_wrong_graph_pass_by_name():

@@ -3,7 +3,6 @@ rewrite. What is cached must change nothing: the same graphs, the same matches, 
 import inspect
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -12,7 +11,7 @@ from torch.fx import GraphModule
 
 import mojo_compile
 from mojo_compile import canonicalize, pattern_cache, patterns
-from conftest import DEVICE
+from conftest import DEVICE, run_in_fresh_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -409,12 +408,8 @@ print(*[s.pattern for s in mojo_compile.last_report().sites])
 def _gelu_process(cache, rule: bool, seed: int) -> list:
     """The sites of `F.gelu(g) * u` compiled in a fresh process with the cache directory `cache`, with or without
     the user's `register_rule(aten.gelu.default, all_arguments)` (the rule set is process-wide)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."]), "MOJO_CACHE_DIR": str(cache)}
-    env.pop("MOJO_PATTERN_CACHE", None)
-    proc = subprocess.run([sys.executable, "-c", GELU_UNDER_A_RULE, "rule" if rule else "none", str(seed)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout.split()
+    return run_in_fresh_process(GELU_UNDER_A_RULE, "rule" if rule else "none", str(seed), cache_dir=cache,
+                                timeout=300).split()
 
 
 @pytest.mark.parametrize("first_rule, then_rule", [(False, True), (True, False)])

@@ -1,8 +1,6 @@
 """The report is a snapshot with distinct compile ids and named sources; the pattern registry refuses duplicates,
 unknown names and bad priorities; options that cannot work are OptionErrors, raised as themselves."""
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -10,7 +8,7 @@ import torch
 
 import mojo_compile
 from mojo_compile import patterns
-from conftest import DEVICE
+from conftest import DEVICE, run_in_fresh_process
 from test_rms_norm import Llama
 
 EAGER_TORCH = {"inner_compiler": "eager", "target": "torch"}
@@ -210,9 +208,7 @@ def test_builtin_names_before_the_builtins_load(case):
            "from mojo_compile import patterns\n" \
            "assert patterns._load_builtins.cache_info().currsize == 0, 'built-ins already loaded'\n" \
            + textwrap.dedent(FRESH_PROCESS[case]) + "print('ok')\n"
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:] + done.stdout[-1000:]
+    assert run_in_fresh_process(code).strip().endswith("ok")
 
 
 @pytest.mark.parametrize("priority", [True, 1.5, "1", 1001, -1001, None])
@@ -282,11 +278,8 @@ def offset(fn=search, **options):
 
 
 def _run_fresh(body: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.getcwd())
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(body)], capture_output=True, text=True, timeout=600,
-                          env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.split()[-1]
+    """The last word `body` prints, run in a fresh process."""
+    return run_in_fresh_process(body).split()[-1]
 
 
 SAME_SEARCH_CASES = {
