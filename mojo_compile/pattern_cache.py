@@ -96,13 +96,19 @@ def _rules_are_ours() -> bool:
     return builtin_rules_only()
 
 
+_FINGERPRINTS: dict = {}  # the registered (op, rule) pairs -> their hash: asked at every trace and summary read
+
+
 def _rules_fingerprint() -> str:
     """The hash of the registered (op, rule) pairs, by the op's and the rule's names: a trace is made under one set
     of rules (the built-ins' set grows as their modules load), and is read back only under the same set."""
     from .canonicalize import RULES
-    pairs = sorted((str(op), f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', repr(rule))}")
-                   for op, rule in RULES.items())
-    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    registered = tuple(RULES.items())
+    if registered not in _FINGERPRINTS:
+        pairs = sorted((str(op), f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', repr(rule))}")
+                       for op, rule in registered)
+        _FINGERPRINTS[registered] = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    return _FINGERPRINTS[registered]
 
 
 def keeps_traces() -> bool:
@@ -330,7 +336,9 @@ def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule]
         # Every process registers a kept trace in its rebuilt form, whether it traced or read it: Inductor's
         # duplicate check prints the whole module, whose name (the search function's, or GraphModule) would
         # otherwise depend on where the graph came from.
-        gm = store(key, gm) or gm
+        kept = store(key, gm)
+        if kept is not None:
+            gm = kept
     if _RECORDING is not None:
         text = _keepable(pattern_name, gm)  # (one not kept is traced at first use, as a directory entry not kept)
         if text is not None:
@@ -362,6 +370,9 @@ def _shipped() -> Optional[dict]:
         if not (isinstance(data, dict) and isinstance(data.get("entries"), dict)
                 and isinstance(data.get("summaries"), dict)):
             raise ValueError("not a file of shipped traces")
+        # in summaries()'s form once here, not at each of a compile's hundreds of reads
+        data["summaries"] = {rules: {name: [(frozenset(targets), size) for targets, size in sets]
+                                     for name, sets in held.items()} for rules, held in data["summaries"].items()}
     except FileNotFoundError:
         return None
     except Exception as e:  # noqa: BLE001 - a damaged file: trace, as without one
@@ -387,12 +398,7 @@ def _shipped_trace(parts: list) -> Optional[GraphModule]:
 
 def _shipped_summaries(rules: str) -> dict:
     data = _shipped() if _RECORDING is None else None
-    held = {} if data is None else data["summaries"].get(rules, {})
-    try:
-        return {name: [(frozenset(targets), size) for targets, size in sets] for name, sets in held.items()}
-    except Exception as e:  # noqa: BLE001 - a damaged summary: every set registers, as without one
-        log.debug("mojo: shipped pattern summaries unreadable (%s: %s)", type(e).__name__, e)
-        return {}
+    return {} if data is None else data["summaries"].get(rules, {})
 
 
 def ship(directory: str = SHIPPED_DIR) -> tuple[str, int]:

@@ -521,16 +521,11 @@ def test_shipping_leaves_the_callers_cache_directory_alone(shipped, tmp_path_fac
 
 
 def _fresh_process(code: str, cache) -> str:
-    """`code` run in a fresh process with the cache directory `cache` (pattern registry, Inductor's records of seen
-    pattern graphs and the shipped file's memo are process-wide); its stdout."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["tests", "."]), "MOJO_CACHE_DIR": str(cache)}
-    env.pop("MOJO_PATTERN_CACHE", None)
+    """`code` after the shared imports, in a fresh process with the cache directory `cache` (pattern registry,
+    Inductor's records of seen pattern graphs and the shipped file's memo are process-wide); its stdout."""
     prelude = ("import conftest\nimport tempfile\nimport torch\nimport mojo_compile\n"
                "from mojo_compile import canonicalize, pattern_cache, patterns\n")
-    proc = subprocess.run([sys.executable, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout
+    return run_in_fresh_process(prelude + code, cache_dir=cache, timeout=300)
 
 
 @pytest.mark.parametrize("then", ["ship", "rule"])
