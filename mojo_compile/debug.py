@@ -211,6 +211,8 @@ class _ActiveWatch(Watch):
         self.root = report_mod.root_name()  # asked while Dynamo traces, as the report does
 
     def wrap(self, compiled: Callable) -> Callable:
+        from .backend import _positional_call
+
         state = {"first": True}
 
         def run(*args):  # the graph's inputs, positional, as Dynamo calls a backend's callable
@@ -219,8 +221,7 @@ class _ActiveWatch(Watch):
                 self._check(list(args), compiled)
             return compiled(*args)
 
-        run._boxed_call = False  # (backend._positional_call says why)
-        return run
+        return _positional_call(run)
 
     # ---------------------------------------------------------------------------------------------- the checks
     def _check(self, inputs: list, compiled: Callable) -> None:

@@ -96,13 +96,19 @@ def _rules_are_ours() -> bool:
     return builtin_rules_only()
 
 
+_FINGERPRINTS: dict = {}  # the registered (op, rule) pairs -> their hash: asked at every trace and summary read
+
+
 def _rules_fingerprint() -> str:
     """The hash of the registered (op, rule) pairs, by the op's and the rule's names: a trace is made under one set
     of rules (the built-ins' set grows as their modules load), and is read back only under the same set."""
     from .canonicalize import RULES
-    pairs = sorted((str(op), f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', repr(rule))}")
-                   for op, rule in RULES.items())
-    return hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    registered = tuple(RULES.items())
+    if registered not in _FINGERPRINTS:
+        pairs = sorted((str(op), f"{getattr(rule, '__module__', '')}.{getattr(rule, '__qualname__', repr(rule))}")
+                       for op, rule in registered)
+        _FINGERPRINTS[registered] = hashlib.sha256(json.dumps(pairs).encode()).hexdigest()
+    return _FINGERPRINTS[registered]
 
 
 def keeps_traces() -> bool:
@@ -277,17 +283,26 @@ def load(key: str) -> Optional[GraphModule]:
         return None
 
 
-def store(key: str, gm: GraphModule) -> bool:
-    """Write the traced graph under `key` if its JSON rebuilds a graph that prints identically."""
+def _keepable(what: str, gm: GraphModule) -> Optional[str]:
+    """The traced graph as JSON text where that rebuilds a graph that prints identically; None otherwise (logged)."""
     try:
-        nodes = graph_to_json(gm.graph)
-        text = json.dumps(nodes)
+        text = json.dumps(graph_to_json(gm.graph))
         if str(graph_from_json(json.loads(text)).graph) != str(gm.graph):
             raise Unkeepable("the rebuilt graph prints differently")
     except Unkeepable as e:
-        log.debug("mojo: pattern trace %s not cached: %s", key, e)
-        return False
-    return _write(_path(key), text)
+        log.debug("mojo: pattern trace %s not cached: %s", what, e)
+        return None
+    return text
+
+
+def store(key: str, gm: GraphModule) -> Optional[GraphModule]:
+    """Write the traced graph under `key` if its JSON rebuilds a graph that prints identically, and return that
+    rebuilt graph (what a later read gives); None where it is not kept."""
+    text = _keepable(key, gm)
+    if text is None:
+        return None
+    _write(_path(key), text)  # (a directory not writable: kept for no later process, still read back the same way)
+    return graph_from_json(json.loads(text))
 
 
 def _write(path: str, text: str) -> bool:
@@ -318,9 +333,16 @@ def traced(pattern_name: str, trace: Callable[[Callable, Sequence], GraphModule]
         gm = _shipped_trace(parts)
     if gm is None:
         gm = trace(fn, args)
-        store(key, gm)
+        # Every process registers a kept trace in its rebuilt form, whether it traced or read it: Inductor's
+        # duplicate check prints the whole module, whose name (the search function's, or GraphModule) would
+        # otherwise depend on where the graph came from.
+        kept = store(key, gm)
+        if kept is not None:
+            gm = kept
     if _RECORDING is not None:
-        _RECORDING["entries"][json.dumps(parts)] = graph_to_json(gm.graph)
+        text = _keepable(pattern_name, gm)  # (one not kept is traced at first use, as a directory entry not kept)
+        if text is not None:
+            _RECORDING["entries"][json.dumps(parts)] = json.loads(text)
     return gm
 
 
@@ -345,6 +367,12 @@ def _shipped() -> Optional[dict]:
     try:
         with gzip.open(path, "rt") as f:
             data = json.load(f)
+        if not (isinstance(data, dict) and isinstance(data.get("entries"), dict)
+                and isinstance(data.get("summaries"), dict)):
+            raise ValueError("not a file of shipped traces")
+        # in summaries()'s form once here, not at each of a compile's hundreds of reads
+        data["summaries"] = {rules: {name: [(frozenset(targets), size) for targets, size in sets]
+                                     for name, sets in held.items()} for rules, held in data["summaries"].items()}
     except FileNotFoundError:
         return None
     except Exception as e:  # noqa: BLE001 - a damaged file: trace, as without one
@@ -359,13 +387,18 @@ def _shipped() -> Optional[dict]:
 def _shipped_trace(parts: list) -> Optional[GraphModule]:
     data = _shipped() if _RECORDING is None else None
     nodes = None if data is None else data["entries"].get(json.dumps(parts))
-    return None if nodes is None else graph_from_json(nodes)
+    if nodes is None:
+        return None
+    try:
+        return graph_from_json(nodes)
+    except Exception as e:  # noqa: BLE001 - an entry this process cannot rebuild (an op it lacks): trace it
+        log.debug("mojo: shipped trace of %s unreadable (%s: %s); tracing", parts[1], type(e).__name__, e)
+        return None
 
 
 def _shipped_summaries(rules: str) -> dict:
     data = _shipped() if _RECORDING is None else None
-    held = {} if data is None else data["summaries"].get(rules, {})
-    return {name: [(frozenset(targets), size) for targets, size in sets] for name, sets in held.items()}
+    return {} if data is None else data["summaries"].get(rules, {})
 
 
 def ship(directory: str = SHIPPED_DIR) -> tuple[str, int]:

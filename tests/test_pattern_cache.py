@@ -518,3 +518,122 @@ def test_shipping_leaves_the_callers_cache_directory_alone(shipped, tmp_path_fac
     pattern_cache.ship(str(directory))
     assert os.environ["MOJO_CACHE_DIR"] == str(shipped) and entries(shipped) == []
     assert _read_shipped(directory / pattern_cache.shipped_name())["entries"]
+
+
+def _fresh_process(code: str, cache) -> str:
+    """`code` after the shared imports, in a fresh process with the cache directory `cache` (pattern registry,
+    Inductor's records of seen pattern graphs and the shipped file's memo are process-wide); its stdout."""
+    prelude = ("import conftest\nimport tempfile\nimport torch\nimport mojo_compile\n"
+               "from mojo_compile import canonicalize, pattern_cache, patterns\n")
+    return run_in_fresh_process(prelude + code, cache_dir=cache, timeout=300)
+
+
+@pytest.mark.parametrize("then", ["ship", "rule"])
+def test_a_users_pattern_still_fuses_after_the_traces_are_forgotten(tmp_path, then):
+    """Shipping, or a new canonicalisation rule, makes every pattern trace again on next use (forget_traces). A
+    user's pattern keeps its own record of the graphs it registered (to tell its duplicates apart): that record goes
+    with its sets, or the pattern is skipped as a duplicate of itself and never fuses again."""
+    out = _fresh_process(f"""
+def search(x):
+    return torch.sigmoid(x) * 3.0
+mojo_compile.register_pattern("user.sigmoid3", search, lambda x: torch.sigmoid(x) * 3.0 + 100,
+                              [(torch.randn(4, 8),)])
+x = torch.randn(3, 8)
+def fused():
+    torch._dynamo.reset()
+    out = torch.compile(search, backend="mojo", options={{"inner_compiler": "eager", "target": "torch"}})(x)
+    return torch.allclose(out, search(x) + 100)  # (the replacement adds 100: it ran)
+print("before", fused())
+if "{then}" == "ship":
+    pattern_cache.ship(tempfile.mkdtemp())
+else:
+    canonicalize.register_rule(torch.ops.aten.sin.default, lambda node: None)
+print("after", fused())
+""", tmp_path)
+    assert out.split() == ["before", "True", "after", "True"], out
+
+
+def test_shipping_leaves_out_a_builtin_trace_the_cache_cannot_keep(tmp_path):
+    """A built-in whose trace JSON cannot name (a complex scalar) is not kept in the cache directory, and not
+    shipped either: it traces at first use, and shipping the rest goes on."""
+    out = _fresh_process("""
+patterns.load_fusions()
+namespace = {"__name__": "mojo_compile.patterns.rope", "torch": torch, "register_pattern": patterns.register_pattern}
+exec("register_pattern('rope.complex_turn', lambda x: torch.view_as_real(torch.view_as_complex(x) * 1j), "
+     "lambda x: torch.view_as_real(torch.view_as_complex(x) * 1j) + 0, [(torch.randn(4, 2),)], lazy=True)",
+     namespace)
+assert patterns._PATTERNS["rope.complex_turn"].builtin
+total = patterns.warm_cache()
+path, count = pattern_cache.ship(tempfile.mkdtemp())
+print(count, total)
+""", tmp_path)
+    count, total = map(int, out.split())
+    assert count == total - 1, out
+
+
+def _rewrite_shipped(directory, change) -> None:
+    import gzip
+    path = directory / pattern_cache.shipped_name()
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    path.write_bytes(gzip.compress(json.dumps(change(data)).encode()))
+
+
+def _norm_then_swiglu(x, w):
+    h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    return torch.nn.functional.silu(h) * h
+
+
+def test_a_shipped_entry_this_process_cannot_rebuild_is_traced(shipped, shipped_dir, tmp_path_factory, monkeypatch):
+    """A shipped file made from this source can still name an op this process lacks (a build of the same torch
+    release with other ops): that entry traces, and the compile fuses as without the file."""
+    directory = tmp_path_factory.mktemp("foreign_op")
+    (directory / pattern_cache.shipped_name()).write_bytes((shipped_dir / pattern_cache.shipped_name()).read_bytes())
+
+    def rename_rsqrt(data):
+        for nodes in data["entries"].values():
+            for node in nodes:
+                if isinstance(node[2], dict) and node[2].get("op") == ["aten", "rsqrt", "default"]:
+                    node[2]["op"] = ["aten", "rsqrt_of_another_build", "default"]
+        return data
+
+    _rewrite_shipped(directory, rename_rsqrt)
+    monkeypatch.setattr(pattern_cache, "SHIPPED_DIR", str(directory))
+    pattern_cache._shipped.cache_clear()
+    assert pattern_cache._shipped() is not None  # this source's hash: the file is read
+    x, w = torch.randn(2, 5, 64), torch.randn(64)
+    torch._dynamo.reset()
+    out = torch.compile(_norm_then_swiglu, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(x, w)
+    torch.testing.assert_close(out, _norm_then_swiglu(x.double(), w.double()).float())
+    assert mojo_compile.last_report().graphs[0].counts().get("mojo.rms_norm") == 1
+
+
+@pytest.mark.parametrize("layout", ["a list", "no entries", "entries in a list"])
+def test_a_shipped_file_of_another_layout_is_not_read(shipped, tmp_path_factory, monkeypatch, layout):
+    """A file of this source (its hash) whose JSON is not the shipped layout: not read, the patterns trace."""
+    import gzip
+    header = {"format": pattern_cache.FORMAT, "package": pattern_cache._package_hash()}
+    payload = {"a list": [header], "no entries": {**header, "summaries": {}},
+               "entries in a list": {**header, "entries": [], "summaries": {}}}[layout]
+    directory = tmp_path_factory.mktemp("layout")
+    (directory / pattern_cache.shipped_name()).write_bytes(gzip.compress(json.dumps(payload).encode()))
+    monkeypatch.setattr(pattern_cache, "SHIPPED_DIR", str(directory))
+    pattern_cache._shipped.cache_clear()
+    assert pattern_cache._shipped() is None
+    x, w = torch.randn(2, 5, 64), torch.randn(64)
+    torch._dynamo.reset()
+    out = torch.compile(_norm_then_swiglu, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(x, w)
+    torch.testing.assert_close(out, _norm_then_swiglu(x.double(), w.double()).float())
+    assert mojo_compile.last_report().graphs[0].counts().get("mojo.rms_norm") == 1
+
+
+def test_a_registration_graph_prints_the_same_traced_or_read(cache_dir):
+    """Inductor tells duplicate registrations apart by the printed module, name included: a kept trace is registered
+    in its rebuilt form whether this process traced it or read it, so which sets count as duplicates does not depend
+    on where their graphs came from."""
+    def rms_search(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    args = [torch.randn(4, 8), torch.randn(8)]
+    first = pattern_cache.traced("probe.rms", patterns._registration_trace, rms_search, args)
+    again = pattern_cache.traced("probe.rms", lambda *a: pytest.fail("traced again"), rms_search, args)
+    assert str(first) == str(again) and str(first.graph) == str(patterns._registration_trace(rms_search, args).graph)

@@ -428,6 +428,7 @@ def _forget_traces(pattern: Pattern) -> None:
     later duplicate trace be registered.)"""
     from torch._inductor.pattern_matcher import PatternPrettyPrinter
 
+    pattern._seen_graphs.clear()  # (a user pattern's own record: every set it holds is dropped with the sets)
     for item in pattern._sets or ():
         for entries in (item.pattern_pass.patterns.values() if item.pattern_pass is not None else ()):
             for entry in entries:
