@@ -49,6 +49,13 @@ for t in "$@"; do
              benchmarks/bench_compile.py --model llama,qwen3 --workload decode --impls inductor,mojo-cold \
              --budget-s $((left - 120)) --phases 2>&1 | tee $OUT/compilestatic.log \
              | grep -B2 -A8 "^| model | workload | Inductor" ;;
+    staticab) for v in 0 1; do TORCHINDUCTOR_STATIC_LAUNCH_USER_DEFINED_TRITON_KERNELS=$v timeout 200 python3 \
+             benchmarks/bench_compile.py --model llama,qwen3 --workload decode \
+             --impls $([ $v = 0 ] && echo inductor,mojo-cold || echo mojo-cold) --budget-s 170 --phases \
+             > $OUT/static$v.log 2>&1; echo "static=$v"; grep -A4 "^| model | workload |  *variant" $OUT/static$v.log; done ;;
+    statictests) TORCHINDUCTOR_STATIC_LAUNCH_USER_DEFINED_TRITON_KERNELS=1 timeout $((left - 5)) python3 -m pytest -q \
+             -p no:cacheprovider -n 16 -W ignore tests/test_inline.py tests/test_hf_models.py tests/conformance \
+             > $OUT/statictests.log 2>&1; echo "rc=$?"; tail -15 $OUT/statictests.log ;;
     dyn) timeout 120 python3 scratch/dev/dyn_debug.py > $OUT/dyn.log 2>&1; tail -c 6000 $OUT/dyn.log ;;
     *) echo "unknown task $t" ;;
   esac
