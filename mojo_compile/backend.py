@@ -543,7 +543,7 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options, 
     lowering.tag_recomputed(aten_gm)  # cheap elementwise outputs: recomputed in the backward, not kept (memory)
 
     def compile_piece(gm: GraphModule, inputs: list) -> Callable:
-        return compile_fx(gm, inputs, config_patches=options.inductor_config,
+        return compile_fx(gm, inputs, config_patches=lowering.inductor_config(options.inductor_config),
                           decompositions=lowering.inductor_decompositions())
 
     assignment = None if _uses_cudagraphs(options) or of_dtensors else \

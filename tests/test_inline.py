@@ -91,3 +91,29 @@ def test_static_inputs_reach_aot_autograd(monkeypatch):
     (dynamo_gm, aten_gm, n), = graphs
     static = [_try_get_metadata_from_dynamo(g, {}.keys(), n, [])[1] for g in (dynamo_gm, aten_gm)]
     assert len(static[0]) == 2 and static[1] == static[0]  # the parameter and the cache
+
+
+@pytest.mark.parametrize("user", [{}, {"static_launch_user_defined_triton_kernels": False}])
+def test_inductor_starts_inlined_kernels_with_its_static_launcher(monkeypatch, user):
+    """Inlined, our kernels are user-defined Triton kernels to Inductor: they are started with its static launcher
+    (no C launcher built per kernel signature at the first compile), as Inductor's own are, unless the user's
+    Inductor options say otherwise."""
+    from torch._inductor import compile_fx as compile_fx_module
+    from torch._inductor import config as inductor_config
+
+    patches = []
+
+    def recording_compile_fx(gm, example_inputs, config_patches=None, **kwargs):
+        patches.append(dict(config_patches or {}))
+        return gm  # run as traced: this test is about the settings Inductor is given
+
+    monkeypatch.setattr(compile_fx_module, "compile_fx", recording_compile_fx)
+    x, w = torch.randn(3, 5, 64), 1 + 0.1 * torch.randn(64)
+    compiled = torch.compile(llama_norm, backend="mojo", options={"target": "torch", **user})
+    torch.testing.assert_close(compiled(x, w), llama_norm(x.double(), w.double()).float(), rtol=1e-5, atol=1e-5)
+    assert [s.pattern for s in mojo_compile.last_report().sites] == ["rms_norm.llama"]
+    assert patches, "the rewritten graph did not reach Inductor"
+    if not hasattr(inductor_config, "static_launch_user_defined_triton_kernels"):
+        assert "static_launch_user_defined_triton_kernels" not in patches[-1]  # a torch without it: nothing set
+    else:
+        assert patches[-1]["static_launch_user_defined_triton_kernels"] is (not user)
