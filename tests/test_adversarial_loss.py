@@ -336,3 +336,45 @@ def test_inputs_left_unchanged(target):
         assert sites() == (fused(pattern) if pattern else MEAN)
         for a, k in zip(leaves, kept):
             assert a is None or torch.equal(a.detach(), k)
+
+
+# ------------------------------------------------------------------------------------------- dynamic shapes
+HEADS_SIDE_BY_SIDE = 2  # multi-token (Medusa) heads: [B, T, 2 * V] logits, one label per head and position
+
+
+def _heads_loss(x, t):
+    return F.cross_entropy(f32(x).view(-1, V), t)
+
+
+def _heads_lm_head_loss(h, w, t):
+    return F.cross_entropy(f32(F.linear(h, w)).view(-1, V), t)
+
+
+@pytest.mark.parametrize("case", ["logits_bf16", "logits_fp32", "lm_head", "one_view_per_row"])
+def test_loss_under_dynamic_shapes(case):
+    """dynamic=True: a loss on another view of the logits than [N, V] (heads side by side, [B, T, 2V] viewed as
+    [-1, V]) compiles and gives eager's numbers -- with a symbolic class dim the flattening form's re-trace can
+    prove neither that its rows match the labels nor that they do not, and it used to reach cross_entropy's
+    batch-size check, whose ValueError failed the compile. The ordinary [B, T, V] -> [-1, V] loss still fuses."""
+    n = 2 * 5 * HEADS_SIDE_BY_SIDE
+    t = labels(n)
+    if case == "lm_head":
+        fn = _heads_lm_head_loss
+        args, wrt = [torch.randn(2, 5, H, device=DEVICE).to(BF16),
+                     torch.randn(HEADS_SIDE_BY_SIDE * V, H, device=DEVICE).to(BF16), t], (0, 1)
+    elif case == "one_view_per_row":
+        fn, args, wrt = _heads_loss, [logits(2, 5, V), labels(10)], (0,)  # one head: HF's flat loss
+    else:
+        x = logits(2, 5, HEADS_SIDE_BY_SIDE * V, dtype=BF16 if case == "logits_bf16" else FP32)
+        fn, args, wrt = _heads_loss, [x, t], (0,)
+    mojo_compile.reset_report()
+    compiled = torch.compile(fn, backend="mojo", options={"inner_compiler": "eager"}, dynamic=True)
+    grad = torch.randn((), device=DEVICE)
+    got = forward_backward(compiled, args, wrt, grad)
+    if case == "one_view_per_row":
+        assert sites() == MEAN
+    eager = forward_backward(fn, args, wrt, grad)
+    exact = forward_backward(fn, as_fp64(args), wrt, grad.double())
+    for i, (mine, ref, ref64) in enumerate(zip([got[0], *got[1]], [eager[0], *eager[1]], [exact[0], *exact[1]])):
+        assert mine.shape == ref.shape and mine.dtype == ref.dtype, i
+        check_as_accurate(mine, ref, ref64, FP32 if i == 0 else mine.dtype, f"output {i}")

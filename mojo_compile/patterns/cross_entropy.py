@@ -126,13 +126,14 @@ def _check(match, flatten: bool = False) -> bool:
 
 
 def rows_agree(x, labels) -> None:
-    """In a search function, after the view of the logits as [N, V] (V = the logits' last dim): raise where the
-    labels are not one per row of that view. Inductor's first match ignores the view's sizes, so a loss on another
-    view of the logits (`x.view(B * T // 2, 2 * V)`, labels [B * T // 2]) matches too; the re-trace with its shapes
-    then views [B * T, V] against those labels, where cross_entropy raises a ValueError that Inductor does not
-    catch (the compile failed where eager runs). A RuntimeError is a trace failure: no match, and the near miss
-    says why. (Shared with linear_cross_entropy.py.)"""
-    if labels.dim() >= 1 and statically_known_true(labels.shape[0] != x.shape[0]):
+    """In a search function, after the view of the logits as [N, V] (V = the logits' last dim): raise unless the
+    labels are provably one per row of that view. Inductor's first match ignores the view's sizes, so a loss on
+    another view of the logits (`x.view(B * T // 2, 2 * V)`, labels [B * T // 2]) matches too; the re-trace with its
+    shapes then views [B * T, V] against those labels, where cross_entropy raises a ValueError that Inductor does not
+    catch (the compile failed where eager runs). With symbolic sizes (dynamic=True) the rows may be neither provably
+    equal nor provably different: that is refused too, as the match's check would refuse it. A RuntimeError is a
+    trace failure: no match, and the near miss says why. (Shared with linear_cross_entropy.py.)"""
+    if labels.dim() != 1 or not statically_known_true(labels.shape[0] == x.shape[0]):
         raise RuntimeError(f"the loss reads another view of the logits than [N, V] = {list(x.shape)} (labels "
                            f"{list(labels.shape)})")
 
