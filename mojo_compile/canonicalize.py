@@ -294,7 +294,7 @@ def _unsqueezed_mean(node: Node) -> Optional[Node]:
 
 
 def _matrix_transpose(node: Node) -> Optional[Node]:
-    """`W.T`, `W.transpose(0, 1)`, `W.permute(1, 0)` of a 2-D W -> `W.t()`: one spelling of the LM head's
+    """`W.T`, `W.mT`, `W.transpose(0, 1)`, `W.permute(1, 0)` of a 2-D W -> `W.t()`: one spelling of the LM head's
     `h @ W.t()` (patterns/linear_cross_entropy.py). The same view of the same tensor."""
     x = node.args[0]
     value = _val(x)
@@ -330,6 +330,7 @@ RULES: dict = {
     aten.mean.dim: _mean_dims_from_the_end,
     aten.cross_entropy_loss.default: all_arguments,
     aten.numpy_T.default: _matrix_transpose,
+    aten.mT.default: _matrix_transpose,
     aten.transpose.int: _matrix_transpose,
     aten.permute.default: _matrix_transpose,
 }

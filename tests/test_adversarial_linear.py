@@ -90,6 +90,7 @@ LAYOUTS = {
     "x @ w.T": (lambda x, w: x @ w.T, [(2, 1, 8), W], True),
     "x @ w.permute(1, 0)": (lambda x, w: x @ w.permute(1, 0), [(2, 1, 8), W], True),
     "x @ w.transpose(0, 1)": (lambda x, w: x @ w.transpose(0, 1), [(2, 1, 8), W], True),
+    "x @ w.mT": (lambda x, w: x @ w.mT, [(2, 1, 8), W], True),
     "mm": (lambda x, w: torch.mm(x, w.t()), [(3, 8), W], True),
     "x aliases w": (lambda w: F.linear(w[:2], w), [(8, 8)], True),
     "5 rows: 1 x 5 x 1": (lambda x, w: F.linear(x, w), [(1, 5, 1, 8), W], False),

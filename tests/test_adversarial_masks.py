@@ -306,3 +306,100 @@ def test_a_nan_in_a_constant_additive_mask_is_not_a_masked_entry(target):
     assert want.isnan().any()
     got = compiled(nan_above_the_diagonal, target, False)(q, k, v)
     torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+def offset_positions(q, k, v, cp):
+    """Query positions `cp + 100 + i`: `cp + 100` is computed in cp's dtype (a 0-d uint8 / int16 wraps), then
+    promoted to int64 by the arange."""
+    j = torch.arange(k.shape[2], device=q.device)
+    pos = (cp + 100)[None] + torch.arange(q.shape[2], device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=j[None, :] <= pos[:, None])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype,value", [(torch.uint8, 160), (torch.int16, 32700), (torch.int32, 160),
+                                         (torch.int64, 160)], ids=["uint8", "int16", "int32", "int64"])
+def test_positions_in_a_narrow_integer_dtype_wrap_as_eager(dtype, value, target):
+    """The formulas are exact integers; arithmetic in a narrower dtype wraps (uint8 160 + 100 is 4: keys up to
+    4 + i; int16 32700 + 100 is negative: no key, eager's 0), so it is not modelled and the mask stays a tensor.
+    Runtime positions of a narrow dtype that are not added to in it are summed in int64, as eager promotes them."""
+    q = torch.randn(1, 2, 3, 8, device=DEVICE)
+    k, v = (torch.randn(1, 2, 300, 8, device=DEVICE) for _ in range(2))
+    cp = torch.tensor(value, dtype=dtype, device=DEVICE)
+    got = compiled(offset_positions, target, False)(q, k, v, cp)
+    torch.testing.assert_close(got, offset_positions(q, k, v, cp), rtol=1e-5, atol=1e-5)  # fp32, another order
+    proven = [s.detail.startswith("mask: causal at the query positions") for s in mojo_compile.last_report().sites]
+    assert proven == [dtype == torch.int64], mojo_compile.last_report().sites
+
+
+def narrow_positions_read_directly(q, k, v, cp):
+    j = torch.arange(k.shape[2], device=q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=j[None, :] <= cp[:, None] + 200)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_narrow_positions_promoted_before_the_sum(target):
+    """int16 positions plus a Python int: eager adds in int16 (200 + 32700 wraps); not modelled, eager's numbers."""
+    q = torch.randn(1, 2, 2, 8, device=DEVICE)
+    k, v = (torch.randn(1, 2, 300, 8, device=DEVICE) for _ in range(2))
+    cp = torch.tensor([32700, 5], dtype=torch.int16, device=DEVICE)
+    got = compiled(narrow_positions_read_directly, target, False)(q, k, v, cp)
+    torch.testing.assert_close(got, narrow_positions_read_directly(q, k, v, cp), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_batch_of_one_with_an_attention_mask_is_causal_with_key_padding(dynamic, target):
+    """A single prompt with its attention_mask (`model(**tokenizer(prompt))`): the broadcast reads the mask's row 0,
+    which for a batch of 1 is every batch's row: proven causal + key padding, with eager's numbers (padded rows
+    included)."""
+    q, k, v = (torch.randn(1, H, S, D, device=DEVICE) for _ in range(3))
+    am = torch.ones(1, S, dtype=torch.long, device=DEVICE)
+    am[0, :2] = 0
+    fn = causal_and_bool_padding
+    got = compiled(fn, target, dynamic)(q, k, v, am)
+    torch.testing.assert_close(got, fn(q, k, v, am), rtol=1e-5, atol=1e-5)
+    assert [s.detail for s in mojo_compile.last_report().sites] == \
+        ["mask: causal + key padding (proven from the mask subgraph)"]
+
+
+def row_zero_for_every_batch(q, k, v, am):
+    """The mask reads attention_mask's row 0 for every batch: not key padding per batch."""
+    s = q.shape[2]
+    i = torch.arange(s, device=q.device)[:, None]
+    j = torch.arange(s, device=q.device)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i)[None, None] & (am[:1, None, None, :] != 0))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_row_zero_of_the_attention_mask_for_a_batch_of_two(target):
+    """Batch 2 with a mask made of the attention_mask's first row: eager's numbers (its rows differ)."""
+    q, k, v = qkv()
+    am = torch.ones(B, S, dtype=torch.long, device=DEVICE)
+    am[0, :2] = 0
+    am[1, :4] = 0
+    check(row_zero_for_every_batch, target, False, am)
+
+
+def static_cache_mask(q, k, v, cp, am):
+    """HF's mask for a StaticCache: attention_mask padded with 0 to the cache length (the unfilled slots), then
+    `kv <= cache_position[q]` and `padding[b, kv]`."""
+    am = F.pad(am, (0, k.shape[2] - am.shape[1]))
+    j = torch.arange(k.shape[2], device=q.device)
+    mask = (j[None, None, None, :] <= cp[None, None, :, None]) & am[:, None, None, :].bool()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_static_cache_mask_with_a_padded_attention_mask(target):
+    """The padded attention_mask is a runtime tensor of its own: causal at the query positions + key padding read
+    from the padded tensor, with eager's numbers (a padded prompt, the cache's unfilled slots)."""
+    q = torch.randn(2, 2, 1, 8, device=DEVICE)
+    k, v = (torch.randn(2, 2, 16, 8, device=DEVICE) for _ in range(2))
+    cp = torch.tensor([7], device=DEVICE)
+    am = torch.ones(2, 8, dtype=torch.long, device=DEVICE)
+    am[1, :3] = 0
+    got = compiled(static_cache_mask, target, False)(q, k, v, cp, am)
+    torch.testing.assert_close(got, static_cache_mask(q, k, v, cp, am), rtol=1e-5, atol=1e-5)
+    assert all(s.detail.startswith("mask: causal at the query positions") and "key padding" in s.detail
+               for s in mojo_compile.last_report().sites), mojo_compile.last_report().sites

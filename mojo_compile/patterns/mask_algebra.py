@@ -95,10 +95,20 @@ def _as_relation_operand(fn, a, b):
     return None
 
 
+def _int64_result(node) -> bool:
+    """Whether node computes an int64 tensor. The formulas are exact integer arithmetic; a narrower integer dtype
+    wraps where they do not (uint8 `cache_position + 100` is 4 at 160), so arithmetic in one is not modelled.
+    (int64 is taken as exact: a mask's positions are far from 2**63.)"""
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype == torch.int64
+
+
 def _binary(fn):
     def rule(node, a, b):
         if node.kwargs.get("alpha", 1) != 1:
             return None  # add / sub with alpha: not modelled
+        if fn in (operator.add, operator.sub) and not _int64_result(node):
+            return None
         exprs, shape = _broadcast(a, b)
         if fn in _RELATIONS or fn in (operator.add, operator.sub):
             folded = _as_relation_operand(fn, *exprs) if fn in (sympy.Eq, sympy.Ne) else None
@@ -158,7 +168,7 @@ def _index(node, x, indices):
 def _diff(node, x, n=1, dim=-1, prepend=None, append=None):
     """diff along `dim` with a one-element prepend: x[k] - x[k - 1] for k >= 1, x[0] - prepend for k = 0."""
     dim = dim % x.rank
-    if n != 1 or append is not None or prepend is None or x.shape[dim] == 0:
+    if n != 1 or append is not None or prepend is None or x.shape[dim] == 0 or not _int64_result(node):
         return None
     k = X(dim)
     first = x.expr.xreplace({k: 0}) - prepend.expr.xreplace({k: 0})
@@ -170,7 +180,7 @@ def _diff(node, x, n=1, dim=-1, prepend=None, append=None):
 def _cumsum(node, x, dim, dtype=None):
     dim = dim % x.rank
     value = x.expr
-    if value.has(X(dim)):
+    if value.has(X(dim)) or not _int64_result(node):
         return None
     if value in (sympy.true, sympy.false):
         value = sympy.Integer(1 if value == sympy.true else 0)
@@ -214,6 +224,12 @@ def _identity(node, x, *args):
     return x
 
 
+def _padded(node, x, *args):
+    """A constant pad of an integer / bool tensor (HF pads attention_mask with zeros to a StaticCache's length): a
+    runtime tensor of its own, the pad's output, read where the mask reads it. Nothing is assumed of its values."""
+    return _runtime(node)
+
+
 RULES = {
     aten.arange.default: _arange,
     aten.unsqueeze.default: _unsqueeze,
@@ -223,6 +239,7 @@ RULES = {
     aten.diff.default: _diff,
     aten.cumsum.default: _cumsum,
     aten.new_ones.default: _ones_like(1),
+    aten.constant_pad_nd.default: _padded, aten.pad.default: _padded,
     aten.to.dtype: _to, aten.to.device: _to, aten._to_copy.default: _to,
     aten.sub.Tensor: _binary(operator.sub),
     aten.add.Tensor: _binary(operator.add),
@@ -389,7 +406,8 @@ def _prove_equivalent(expr, target) -> bool:
     return sympy.simplify_logic(sympy.Xor(expr, target)) == sympy.false
 
 
-def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[str], Optional[sympy.Basic]]]:
+def structure(formula: Formula, sq, skv, batch=None) -> Optional[tuple[bool, int, Optional[str],
+                                                                        Optional[sympy.Basic]]]:
     """(causal, window, keys, positions) if the mask formula, broadcast to [B, H, Sq, Skv], is exactly one of
       - no mask / causal / causal + sliding window, with Sq and Skv the same size (bottom-right = top-left):
         positions None;
@@ -397,7 +415,9 @@ def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[s
         query index and of 1-D runtime tensors read at it -- what HF builds from cache_position for a StaticCache,
         whose Skv is the cache length: positions P (Sq and Skv may differ);
     with `keys` (a runtime tensor's node name) also `keys[b, j] != 0` -- key padding from the user's attention_mask.
-    Else None. Exact for every size and every value of the runtime tensors."""
+    Else None. Exact for every size and every value of the runtime tensors. `batch` is the attention's batch size:
+    where it and the mask's are 1, the broadcast reads keys at row 0 (`keys[0, j]`), which is `keys[b, j]` for the
+    one b."""
     if formula.rank > 4:
         return None
     expr = _shift(formula, 4 - formula.rank)  # SDPA broadcasts a lower-rank mask from the right
@@ -405,7 +425,7 @@ def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[s
     if expr.has(X(1)) or not (same_size(sq, shape[2]) or shape[2] == 1) or not same_size(skv, shape[3]):
         return None
     i, j = X(2), X(3)
-    keys, padding = _key_padding(expr)
+    keys, padding = _key_padding(expr, batch_of_one=shape[0] == 1 and batch is not None and same_size(batch, 1))
     core = sympy.simplify(expr.xreplace({padding: sympy.true})) if keys is not None else expr
     if core.has(X(0)):
         return None
@@ -429,11 +449,13 @@ def structure(formula: Formula, sq, skv) -> Optional[tuple[bool, int, Optional[s
     return None
 
 
-def _key_padding(expr) -> tuple[Optional[str], sympy.Basic]:
-    """(name, atom) when the formula has one atom `name(X0, X3) != 0`: a [B, Skv] tensor read at (batch, key);
-    else (None, true)."""
+def _key_padding(expr, batch_of_one: bool = False) -> tuple[Optional[str], sympy.Basic]:
+    """(name, atom) when the formula has one atom `name(X0, X3) != 0`: a [B, Skv] tensor read at (batch, key) --
+    or, with `batch_of_one` (a batch of 1, which the broadcast pins to index 0), `name(0, X3) != 0`; else
+    (None, true)."""
+    reads = [(X(0), X(3))] + ([(sympy.Integer(0), X(3))] if batch_of_one else [])
     atoms = [a for a in expr.atoms(sympy.Rel) if isinstance(a, sympy.Ne) and a.rhs == 0
-             and isinstance(a.lhs, AppliedUndef) and a.lhs.args == (X(0), X(3))]
+             and isinstance(a.lhs, AppliedUndef) and a.lhs.args in reads]
     if len(atoms) != 1:
         return None, sympy.true
     return atoms[0].lhs.func.__name__, atoms[0]

@@ -154,7 +154,7 @@ def _boolean_part(gm: GraphModule, mask: Node) -> Optional[Node]:
     return None
 
 
-def _prove(gm: GraphModule, mask: Node, sq, skv, writes: mask_algebra.Writes) -> Optional[MaskStructure]:
+def _prove(gm: GraphModule, mask: Node, sq, skv, writes: mask_algebra.Writes, batch=None) -> Optional[MaskStructure]:
     """Static sizes and no runtime input: run the subgraph once and compare. Otherwise (symbolic sizes, or the
     user's attention_mask among the inputs): evaluate it as a formula of the indices (mask_algebra) and compare the
     formulas."""
@@ -165,7 +165,7 @@ def _prove(gm: GraphModule, mask: Node, sq, skv, writes: mask_algebra.Writes) ->
     allowed = _boolean_part(gm, mask)
     # read where the mask is made of it (the where of an additive mask): a write to it before then counts too
     formula = mask_algebra.evaluate(allowed, reader=mask, writes=writes) if allowed is not None else None
-    found = mask_algebra.structure(formula, sq, skv) if formula is not None else None
+    found = mask_algebra.structure(formula, sq, skv, batch) if formula is not None else None
     if found is None:
         return None
     causal, window, keys, positions = found
@@ -229,6 +229,8 @@ def _query_positions(gm: GraphModule, formula, q: Node, before: Node) -> Optiona
                     if factor.args:
                         value = call(aten.slice.Tensor, [source, 0, int(factor.args[0]), int(factor.args[0]) + 1])
                     value = call(aten.expand.default, [value, [length]])
+                if val.dtype != torch.int64:  # the formula's sum is exact: computed in int64, not in val's dtype
+                    value = call(aten._to_copy.default, [value], {"dtype": torch.int64})
             if coeff != 1:
                 value = call(aten.mul.Tensor, [value, coeff])
             total = value if total is None else call(aten.add.Tensor, [total, value])
@@ -277,10 +279,10 @@ def analyse_masks(gm: GraphModule) -> dict[Node, MaskStructure]:
             continue
         if writes.before(mask, node):
             continue  # written in place before attention reads it
-        key = (mask, str(q.shape[2]), str(k.shape[2]))
+        key = (mask, str(q.shape[0]), str(q.shape[2]), str(k.shape[2]))
         if key not in cache:
             try:
-                cache[key] = _prove(gm, mask, q.shape[2], k.shape[2], writes)
+                cache[key] = _prove(gm, mask, q.shape[2], k.shape[2], writes, batch=q.shape[0])
             except Exception as e:  # an optimisation, not a requirement: a proof that fails keeps the tensor
                 log.debug("mojo attention: mask proof failed, the mask stays a tensor: %s", e)
                 cache[key] = None

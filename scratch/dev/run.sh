@@ -56,6 +56,10 @@ for t in "$@"; do
     statictests) TORCHINDUCTOR_STATIC_LAUNCH_USER_DEFINED_TRITON_KERNELS=1 timeout $((left - 5)) python3 -m pytest -q \
              -p no:cacheprovider -n 16 -W ignore tests/test_inline.py tests/test_hf_models.py tests/conformance \
              > $OUT/statictests.log 2>&1; echo "rc=$?"; tail -15 $OUT/statictests.log ;;
+    staticl) for v in 0 1 0 1; do TORCHINDUCTOR_STATIC_LAUNCH_USER_DEFINED_TRITON_KERNELS=$v timeout 100 python3 \
+             benchmarks/bench_compile.py --model llama --workload decode --impls mojo-cold --budget-s 90 --phases \
+             > $OUT/staticl$v.log 2>&1; echo "static=$v"; grep -A2 "^| model | workload |  *variant" $OUT/staticl$v.log \
+             | tail -1; grep "load_by_key_path\|own passes" $OUT/staticl$v.log; done ;;
     dyn) timeout 120 python3 scratch/dev/dyn_debug.py > $OUT/dyn.log 2>&1; tail -c 6000 $OUT/dyn.log ;;
     *) echo "unknown task $t" ;;
   esac
