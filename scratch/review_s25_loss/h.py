@@ -22,6 +22,7 @@ def run(fn, args, wrt, grad=None):
 
 def probe(name, fn, args, wrt=(0,), options=None, dynamic=None, grad=None):
     torch._dynamo.reset()
+    mojo_compile.reset_report()
     opts = {"inner_compiler": "eager", "target": "torch"}
     opts.update(options or {})
     before = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
