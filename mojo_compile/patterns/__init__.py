@@ -783,10 +783,11 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
     _CHECKING.update(pattern=pattern, traced=pattern._traced_with)
-    reason = _rebound(pattern, match) or _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or \
-        _written_later(match) or _mixed_dtensors(match) or _no_backward(pattern, match)
+    reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match) or \
+        _mixed_dtensors(match) or _no_backward(pattern, match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
+    reason = reason or _rebound(pattern, match)  # (last: a pattern's own reason says it in its terms)
     _REFUSAL["verdict"] = (pattern.name, reason)
     _ACCEPTED["match"] = match if reason is None else None
     if reason is not None:
