@@ -12,6 +12,7 @@ gone or are the no-op casts removed below; `F.dropout(x, p, training=False)` arr
 """
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from typing import Callable, Optional
@@ -59,17 +60,27 @@ def _eval_dropout(node: Node) -> Optional[Node]:
     return x if (train is False or p == 0) and _same_tensor_type(x, node) else None
 
 
-def _identity_arith(identity) -> Callable[[Node], Optional[Node]]:
-    """`x * 1.0`, `x / 1`, `x + 0` (alpha 1) hold x's values when the result keeps x's dtype and shape. They are
-    fresh tensors, though: dropping them is exact only where neither side is written in place later."""
+def _identity_arith(identity, zero_sign: int = 0) -> Callable[[Node], Optional[Node]]:
+    """`x * 1.0`, `x / 1`, `x + (-0.0)`, `x - 0.0` (alpha 1) hold x's values when the result keeps x's dtype and
+    shape. On floats only the zero of `zero_sign` is an identity: `-0.0 + 0.0` is +0.0 (so `x + 0` is not one), and
+    `-0.0 - (-0.0)` is +0.0; on integers any zero is. They are fresh tensors, though: dropping them is exact only where
+    neither side is written in place later."""
     def rule(node: Node) -> Optional[Node]:
         x = node.args[0]
         if len(node.args) == 2 and node.args[1] == identity and node.kwargs.get("alpha", 1) == 1 \
                 and _same_tensor_type(x, node) and not _touched_by_mutation(node) \
-                and not _touched_by_mutation(x):
+                and not _touched_by_mutation(x) and _identity_zero(node.args[1], _val(x), zero_sign):
             return x
         return None
     return rule
+
+
+def _identity_zero(value, x, zero_sign: int) -> bool:
+    """Whether `value` is the identity of its op for x's dtype: any value where the op has no zero sign to keep
+    (zero_sign 0: * and /) or x is not floating; else a float zero of that sign (bool / int zeros are +0)."""
+    if zero_sign == 0 or not x.dtype.is_floating_point:
+        return True
+    return isinstance(value, float) and math.copysign(1.0, value) == zero_sign
 
 
 def _view_base(node) -> Optional[Node]:
@@ -318,8 +329,8 @@ RULES: dict = {
     aten.dropout.default: _eval_dropout,
     aten.mul.Tensor: lambda n: _identity_arith(1)(n) or _square(n),
     aten.div.Tensor: _identity_arith(1),
-    aten.add.Tensor: _identity_arith(0),
-    aten.sub.Tensor: _identity_arith(0),
+    aten.add.Tensor: _identity_arith(0, zero_sign=-1),
+    aten.sub.Tensor: _identity_arith(0, zero_sign=1),
     aten.square.default: _square,
     aten.view.default: _view_chain,
     aten.reshape.default: _view_chain,

@@ -404,3 +404,64 @@ def test_additive_min_mask_fully_masked_rows_gradient_is_eagers(dynamic, target)
                                 g[:1].double())
     for a, b, e in zip(grads, expected, exact):
         assert (a[:1].double() - e).abs().max() <= 2 * (b[:1].double() - e).abs().max() + 1e-6
+
+
+# ------------------------------------------------------------------------------ the softcap's value, q/k/v layouts
+def _causal_additive_mask(b, s):
+    i = torch.arange(s, device=DEVICE)
+    return torch.where(i[None, :] <= i[:, None], 0.0, float("-inf"))[None, None].expand(b, 1, s, s).contiguous()
+
+
+def _softcapped(cap):
+    def attention(q, k, v, mask):
+        w = torch.matmul(q, k.transpose(2, 3)) * 0.35
+        w = torch.tanh(w / cap) * cap + mask
+        return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype), v)
+    return attention
+
+
+@pytest.mark.parametrize("target", WITH_INDUCTOR)
+@pytest.mark.parametrize("cap", [0.0, -5.0, 5.0])
+def test_softcap_constant_of_any_sign(cap, target):
+    """Gemma2's `tanh(s / c) * c` with c = 0 makes every score 0 (uniform over the allowed keys), and with c < 0 is
+    the same function as with |c|: the op reads 0 as no softcap and the kernels apply a positive one only, so only
+    a finite positive c fuses; the others keep eager's computation."""
+    q, k = (torch.randn(2, 4, 6, 8, device=DEVICE) * 4 for _ in range(2))
+    v, mask = torch.randn(2, 4, 6, 8, device=DEVICE), _causal_additive_mask(2, 6)
+    fn = _softcapped(cap)
+    got = compiled(fn, target)(q, k, v, mask)
+    assert mojo_compile.last_report().counts() == ({"mojo.attention": 1} if cap > 0 else {})
+    exact = fn(q.double(), k.double(), v.double(), mask.double())
+    # fp32 against fp64: a softmax over at most 6 keys and an 8-wide dot product, about 100 ulp of headroom
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-5)
+
+
+def _sdpa_on_transposed(q_t, k_t, v_t):  # q, k, v kept as [B, H, D, S]: a last stride of S, not 1
+    return F.scaled_dot_product_attention(q_t.transpose(2, 3), k_t.transpose(2, 3), v_t.transpose(2, 3),
+                                          is_causal=True)
+
+
+def _eager_on_transposed_v(q, k, v_t):
+    w = torch.matmul(q, k.transpose(2, 3)) * 0.35
+    return torch.matmul(F.softmax(w, dim=-1, dtype=torch.float32), v_t.transpose(2, 3))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fn", [_sdpa_on_transposed, _eager_on_transposed_v], ids=["sdpa", "eager"])
+def test_q_k_v_with_a_non_unit_last_stride(fn, target):
+    """The torch reference's plain case goes to torch's CPU flash kernel, which reads q, k and v as if their last
+    stride were 1 (eager's SDPA makes it so first): transposed views gave 2e38 / NaN. They take the fp32 path."""
+    b, h, s, d = 2, 4, 6, 8
+    shapes = [(b, h, d, s)] * 3 if fn is _sdpa_on_transposed else [(b, h, s, d), (b, h, s, d), (b, h, d, s)]
+    args = [torch.randn(*shape, device=DEVICE, requires_grad=True) for shape in shapes]
+    got = compiled(fn, target)(*args)
+    assert mojo_compile.last_report().counts() == {"mojo.attention": 1}
+    grads = torch.autograd.grad(got.sum(), args)
+    args64 = [a.detach().double().requires_grad_() for a in args]
+    exact = fn(*args64) if fn is _sdpa_on_transposed else torch.matmul(  # (the spelling's softmax is fp32)
+        torch.softmax(args64[0] @ args64[1].transpose(2, 3) * 0.35, -1), args64[2].transpose(2, 3))
+    exact_grads = torch.autograd.grad(exact.sum(), args64)
+    # fp32 against fp64: a softmax over 6 keys and 8-wide dot products, about 100 ulp of headroom
+    torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-5)
+    for g, e in zip(grads, exact_grads):
+        torch.testing.assert_close(g.double(), e, rtol=1e-4, atol=1e-4)  # backward: longer sums, 10x the forward's

@@ -325,3 +325,67 @@ def test_an_empty_last_dim_gives_eagers_empty_results(name, target):
         for g, w in zip(grads, wants):
             if w is not None:
                 torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)  # fp32 weight sums over 14 rows, reordered
+
+
+# ---------------------------------------------------------------------- a weight the model rounds itself
+def _rstd(x32):
+    return torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def _weight_rounded_right(x, w):
+    x32 = x.float()
+    return ((x32 * _rstd(x32)) * w.to(x.dtype)).to(x.dtype)
+
+
+def _weight_rounded_left(x, w):
+    x32 = x.float()
+    return (w.to(x.dtype) * (x32 * _rstd(x32))).to(x.dtype)
+
+
+def _offset_weight_rounded(x, w):
+    x32 = x.float()
+    return ((x32 * _rstd(x32)) * (1.0 + w.to(x.dtype))).to(x.dtype)
+
+
+def _offset_weight_in_fp16(x, w):
+    x32 = x.float()
+    return ((x32 * _rstd(x32)) * (1.0 + w.half())).to(x.dtype)
+
+
+def _add_then_weight_rounded(x, r, w):
+    h = x + r
+    return _weight_rounded_right(h, w), h
+
+
+def _cohere_weight_rounded(x, w):
+    h = x.to(torch.float32)
+    mean = h.mean(-1, keepdim=True)
+    h = (h - mean) * torch.rsqrt((h - mean).pow(2).mean(-1, keepdim=True) + 1e-5)
+    return (w.to(x.dtype) * h).to(x.dtype)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("x_dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("fn", [_weight_rounded_right, _weight_rounded_left, _offset_weight_rounded,
+                                _offset_weight_in_fp16, _add_then_weight_rounded, _cohere_weight_rounded],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_an_fp32_weight_the_model_rounds_is_read_rounded(fn, x_dtype, target):
+    """`w.to(x.dtype)` (or `.half()`) of an fp32 master weight is not the patterns' `weight.to(torch.float32)`:
+    Inductor's first match ignores dtype constants and bound weight to the fp32 w, its re-check (where that cast
+    is a no-op) bound it to the cast's output, and the replacement multiplied by the unrounded w (up to 1 bf16 ulp
+    off). Now a fusion reads the rounded weight: the torch target gives eager's bits, the kernels eager's accuracy
+    against fp64 math that rounds the weight as eager does."""
+    x, w = randn(8, H, dtype=x_dtype), weight()
+    args = (x, randn(8, H, dtype=x_dtype), w) if fn is _add_then_weight_rounded else (x, w)
+    got, want = compiled(fn, target)(*args), fn(*args)
+    got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+    rounded = [a.to(x_dtype).double() if a is w else a.double() for a in args]
+    exact = fn(*rounded)
+    exact = exact if isinstance(exact, tuple) else (exact,)
+    for g, e, x64 in zip(got, want, exact):
+        assert g.dtype == e.dtype
+        if target == "torch" and fn is not _cohere_weight_rounded:  # the same roundings in the same order
+            assert torch.equal(g, e), (counts(), (g.double() - e.double()).abs().max().item())
+        else:  # another summation order: within eager's own error against the fp64 math, plus one output ulp
+            ulp = torch.finfo(x_dtype).eps * x64.abs().clamp_min(1)
+            assert ((g.double() - x64).abs() <= (e.double() - x64).abs() + ulp).all(), counts()

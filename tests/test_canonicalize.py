@@ -163,3 +163,19 @@ def test_all_arguments_rule_registered_for_gelu_compiles_to_eagers_values(tmp_pa
         print("OK")
     """
     assert run_in_fresh_process(body, cache_dir=tmp_path, timeout=300).split()[-1] == "OK"
+
+
+@pytest.mark.parametrize("inner", ["eager", "inductor"])
+def test_adding_zero_keeps_the_sign_of_zero(inner):
+    """`-0.0 + 0` is +0.0 and `-0.0 - (-0.0)` is +0.0: neither `x + 0` nor `x - (-0.0)` is an identity on floats
+    (1 / x, copysign and signbit see the sign), so both stay; `x + (-0.0)` and `x - 0` are identities."""
+    import mojo_compile
+
+    def fn(x):
+        return 1.0 / (x + 0), 1.0 / (x - (-0.0)), torch.copysign(torch.ones_like(x), x + False), 1.0 / (x - 0)
+
+    x = torch.tensor([-0.0, 1.0, -2.0], device=DEVICE)
+    got = torch.compile(fn, backend="mojo", options={"inner_compiler": inner, "target": "torch"})(x)
+    for g, e in zip(got, fn(x)):
+        assert torch.equal(g, e) and torch.equal(torch.signbit(g), torch.signbit(e)), (g, e)
+    assert not mojo_compile.last_report().sites

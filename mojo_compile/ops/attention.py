@@ -184,12 +184,16 @@ def _attention_probs(q, k, mask, q_pos, scale, causal, window, softcap, sinks, d
     return p, lse, t
 
 
-def _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks) -> bool:
+def _cpu_flash_applies(q, k, v, mask, q_pos, causal, window, softcap, sinks) -> bool:
     """On a CPU, torch's own flash kernel (which returns the log-sum-exp too) computes the plain cases: no mask tensor
     (its fully masked rows differ from eager's), no softcap / sinks / window, causal only when square (static). Not
     an empty query or key sequence: that kernel divides by zero there (SIGFPE, the process dies), and eager's SDPA
-    never sends it one; the fp32 path gives the empty output / zeros."""
+    never sends it one; the fp32 path gives the empty output / zeros. Not q, k or v with a last stride other than 1
+    (a transposed view): the kernel assumes unit stride there (eager's SDPA makes it so first) and reads wrong
+    values."""
     if q.device.type != "cpu" or mask is not None or q_pos is not None or window or softcap or sinks is not None:
+        return False
+    if any(t.dim() and not statically_known_true(t.stride(-1) == 1) for t in (q, k, v)):
         return False
     # (traced with symbolic sizes too: a size not known to be non-zero takes the fp32 path, and adds no guard)
     if not all(statically_known_true(n != 0) for n in (q.numel(), k.numel())):
@@ -199,7 +203,7 @@ def _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks) -> boo
 
 
 def reference(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
-    if _cpu_flash_applies(q, k, mask, q_pos, causal, window, softcap, sinks):
+    if _cpu_flash_applies(q, k, v, mask, q_pos, causal, window, softcap, sinks):
         heads = q.shape[1]
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, _grouped(k, heads), _grouped(v, heads), 0.0, causal, scale=scale)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.fx import GraphModule, Node
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .. import pattern_cache
 from ..canonicalize import canonicalize
@@ -79,6 +80,7 @@ class Pattern:
     # dead when the other is disabled, refuses the site, or is unregistered. Built-ins share _SEEN_GRAPHS.
     _seen_graphs: dict = field(default_factory=lambda: collections.defaultdict(list))
     _without_backward: Optional[tuple] = None  # the replacement's ops autograd cannot differentiate (traced once)
+    _traced_with: Optional[list] = None  # the values of the latest trace of one of its functions (_Tracer)
 
     @property
     def tensor_params(self) -> list[str]:
@@ -219,6 +221,7 @@ class _Tracer:
         self.registration_trace: Optional[GraphModule] = None
 
     def __call__(self, fn: Callable, args: Sequence[Any], **_: Any) -> GraphModule:
+        self.pattern._traced_with = list(args)  # a candidate's re-trace is followed by its check (_rebound)
         if self.registration_trace is None:
             if self.pattern.builtin:
                 self.registration_trace = pattern_cache.traced(self.pattern.name, _registration_trace, fn, args)
@@ -748,6 +751,7 @@ def _is_schema_default(target, key: str, value) -> bool:
 
 
 _REFUSAL: dict = {"reason": None, "verdict": None}  # refuse()'s last reason; the last (pattern name, reason or None)
+_CHECKING: dict = {}  # the pattern whose match is being checked, and the values of its re-trace
 
 
 _ACCEPTED: dict = {"match": None}
@@ -778,10 +782,12 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     not carry that metadata over in every version). The verdict -- (pattern name, None or why it refused) -- is
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
+    _CHECKING.update(pattern=pattern, traced=pattern._traced_with)
     reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match) or \
         _mixed_dtensors(match) or _no_backward(pattern, match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
         reason = _REFUSAL["reason"] or f"extra_check {_check_name(pattern.extra_check)} refused"
+    reason = reason or _rebound(pattern, match)  # (last: a pattern's own reason says it in its terms)
     _REFUSAL["verdict"] = (pattern.name, reason)
     _ACCEPTED["match"] = match if reason is None else None
     if reason is not None:
@@ -795,6 +801,34 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
             _SOURCES[_input_key(match.kwargs.values())] = node.meta["nn_module_stack"]
             break
     return True
+
+
+def _rebound(pattern: Pattern, match) -> Optional[str]:
+    """Why the check's match binds a tensor parameter to a value other than the one the search function was re-traced
+    with (None if none does). Inductor re-traces the search function with the first match's values and matches that
+    trace again, but builds the replacement from the first match's bindings, so both must bind the same values. The
+    first match ignores dtype constants: a model's `w.to(bf16)` matches a pattern's `weight.to(torch.float32)` with
+    weight bound to the fp32 w. In the re-trace with that w the cast is a no-op, which canonicalisation drops, and the
+    check binds weight to the cast's bf16 output: the replacement would read the unrounded w. Compared: dtype, device,
+    sizes and strides (the re-trace's values are empty tensors of exactly those)."""
+    traced = pattern._traced_with
+    if traced is None:
+        return None
+    names = list(inspect.signature(pattern.search).parameters)
+    traced = traced[len(traced) - len(names):]  # (Inductor puts a symbolic re-trace's sizes first)
+    for name, value in zip(names, traced):
+        bound = match.kwargs.get(name)
+        if not isinstance(value, torch.Tensor) or not isinstance(bound, Node):
+            continue
+        val = bound.meta.get("val")
+        same = isinstance(val, torch.Tensor) and val.dtype == value.dtype and val.device == value.device and \
+            val.dim() == value.dim() and all(statically_known_true(a == b) for a, b in zip(
+                (*val.shape, *val.stride()), (*value.shape, *value.stride())))
+        if not same:
+            what = f"{val.dtype} {list(val.shape)}" if isinstance(val, torch.Tensor) else repr(val)
+            return (f"{name} was traced as {value.dtype} {list(value.shape)} and the match binds it to {bound.name} "
+                    f"({what}): not the value the replacement would read")
+    return None
 
 
 def _no_backward(pattern: Pattern, match) -> Optional[str]:
@@ -1062,6 +1096,19 @@ def with_signature(fn: Callable, params: Sequence[str], defaults: Optional[dict]
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     bound.__signature__ = inspect.Signature([inspect.Parameter(p, kind) for p in params])
     return bound
+
+
+def traced_scalar(match, name: str):
+    """The value of a pattern's scalar parameter in this match: from match.kwargs, or, where Inductor's re-check
+    matched the literal itself (leaving it out of match.kwargs), the value the search function was re-traced with.
+    None if neither has it."""
+    if name in match.kwargs:
+        return match.kwargs[name]
+    pattern, traced = _CHECKING.get("pattern"), _CHECKING.get("traced")
+    if pattern is None or traced is None:
+        return None
+    names = list(inspect.signature(pattern.search).parameters)
+    return dict(zip(names, traced[len(traced) - len(names):])).get(name)
 
 
 def symbolic_scalar(match, name: str) -> bool:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from ..kernels.common import FLOAT_DTYPES
-from . import match_value, needs_grad, refuse, register_pattern, symbolic_scalar, with_signature
+from . import match_value, needs_grad, refuse, register_pattern, symbolic_scalar, traced_scalar, with_signature
 
 log = logging.getLogger("mojo_compile")
 aten = torch.ops.aten
@@ -64,8 +64,13 @@ def _attention_check(match, causal: bool = False, additive: bool = False) -> boo
     if causal and not statically_known_true(q.shape[-2] == k.shape[-2]):
         return refuse(f"is_causal with {q.shape[-2]} queries and {k.shape[-2]} keys: SDPA aligns the causal mask "
                       f"top-left, the op bottom-right (they agree only for as many queries as keys)")
-    if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap"):
+    if symbolic_scalar(match, "scale") or symbolic_scalar(match, "softcap_value"):
         return refuse("scale / softcap is a graph input (dynamic=True), not a constant")
+    softcap = traced_scalar(match, "softcap_value")  # (None for the patterns without one)
+    if softcap is not None and not (isinstance(softcap, (int, float)) and math.isfinite(softcap) and softcap > 0):
+        # (the op reads 0 as no softcap, and the kernels apply a positive one only: tanh(s / -c) * -c is the same
+        # function as with c, but c * tanh(s / c) with c = 0 zeroes every score)
+        return refuse(f"softcap {softcap!r} is not a finite positive constant")
     if "mask" in match.kwargs:
         mask = match_value(match, "mask")
         if mask is None:
