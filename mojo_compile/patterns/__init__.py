@@ -81,6 +81,7 @@ class Pattern:
     _seen_graphs: dict = field(default_factory=lambda: collections.defaultdict(list))
     _without_backward: Optional[tuple] = None  # the replacement's ops autograd cannot differentiate (traced once)
     _traced_with: Optional[list] = None  # the values of the latest trace of one of its functions (_Tracer)
+    _search_params: Optional[tuple] = None  # the search function's parameter names (read once)
 
     @property
     def tensor_params(self) -> list[str]:
@@ -751,7 +752,7 @@ def _is_schema_default(target, key: str, value) -> bool:
 
 
 _REFUSAL: dict = {"reason": None, "verdict": None}  # refuse()'s last reason; the last (pattern name, reason or None)
-_CHECKING: dict = {}  # the pattern whose match is being checked, and the values of its re-trace
+_CHECKING: dict = {}  # the pattern whose match is being checked (traced_scalar reads its re-trace's values)
 
 
 _ACCEPTED: dict = {"match": None}
@@ -782,7 +783,7 @@ def _check_and_note_source(pattern: Pattern, match) -> bool:
     not carry that metadata over in every version). The verdict -- (pattern name, None or why it refused) -- is
     left in _REFUSAL["verdict"], for near_miss.py."""
     _REFUSAL["reason"] = None
-    _CHECKING.update(pattern=pattern, traced=pattern._traced_with)
+    _CHECKING["pattern"] = pattern
     reason = _not_a_tensor(pattern, match) or unmodelled_kwarg(match) or _written_later(match) or \
         _mixed_dtensors(match) or _no_backward(pattern, match)
     if reason is None and pattern.extra_check is not None and not pattern.extra_check(match):
@@ -811,12 +812,7 @@ def _rebound(pattern: Pattern, match) -> Optional[str]:
     weight bound to the fp32 w. In the re-trace with that w the cast is a no-op, which canonicalisation drops, and the
     check binds weight to the cast's bf16 output: the replacement would read the unrounded w. Compared: dtype, device,
     sizes and strides (the re-trace's values are empty tensors of exactly those)."""
-    traced = pattern._traced_with
-    if traced is None:
-        return None
-    names = list(inspect.signature(pattern.search).parameters)
-    traced = traced[len(traced) - len(names):]  # (Inductor puts a symbolic re-trace's sizes first)
-    for name, value in zip(names, traced):
+    for name, value in _retraced_values(pattern).items():
         bound = match.kwargs.get(name)
         if not isinstance(value, torch.Tensor) or not isinstance(bound, Node):
             continue
@@ -829,6 +825,18 @@ def _rebound(pattern: Pattern, match) -> Optional[str]:
             return (f"{name} was traced as {value.dtype} {list(value.shape)} and the match binds it to {bound.name} "
                     f"({what}): not the value the replacement would read")
     return None
+
+
+def _retraced_values(pattern: Pattern) -> dict:
+    """The search function's parameters -> the values of its latest trace (the candidate's re-trace, which Inductor
+    runs just before the check), or {} before any."""
+    traced = pattern._traced_with
+    if traced is None:
+        return {}
+    if pattern._search_params is None:
+        pattern._search_params = tuple(inspect.signature(pattern.search).parameters)
+    names = pattern._search_params
+    return dict(zip(names, traced[len(traced) - len(names):]))  # (a symbolic re-trace's sizes come first)
 
 
 def _no_backward(pattern: Pattern, match) -> Optional[str]:
@@ -1104,11 +1112,8 @@ def traced_scalar(match, name: str):
     None if neither has it."""
     if name in match.kwargs:
         return match.kwargs[name]
-    pattern, traced = _CHECKING.get("pattern"), _CHECKING.get("traced")
-    if pattern is None or traced is None:
-        return None
-    names = list(inspect.signature(pattern.search).parameters)
-    return dict(zip(names, traced[len(traced) - len(names):])).get(name)
+    pattern = _CHECKING.get("pattern")
+    return None if pattern is None else _retraced_values(pattern).get(name)
 
 
 def symbolic_scalar(match, name: str) -> bool:
