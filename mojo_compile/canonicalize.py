@@ -306,10 +306,21 @@ def _unsqueezed_mean(node: Node) -> Optional[Node]:
 
 def _matrix_transpose(node: Node) -> Optional[Node]:
     """`W.T`, `W.mT`, `W.transpose(0, 1)`, `W.permute(1, 0)` of a 2-D W -> `W.t()`: one spelling of the LM head's
-    `h @ W.t()` (patterns/linear_cross_entropy.py). The same view of the same tensor."""
+    `h @ W.t()` (patterns/linear_cross_entropy.py). The same view of the same tensor. A transpose of a higher-rank
+    tensor gets its two dims counted from the start, smaller first (`k.transpose(-1, -2)` of a 4-D k ->
+    `transpose(k, 2, 3)`, as the attention patterns write it): the same view too."""
     x = node.args[0]
     value = _val(x)
-    if not isinstance(value, torch.Tensor) or value.dim() != 2:
+    if not isinstance(value, torch.Tensor):
+        return None
+    if node.target is aten.transpose.int and value.dim() > 2 and not node.kwargs and len(node.args) == 3:
+        rank = value.dim()
+        dims = sorted(d % rank for d in node.args[1:3])
+        if dims == list(node.args[1:3]) or dims[0] == dims[1]:
+            return None
+        with node.graph.inserting_before(node):
+            return node.graph.call_function(aten.transpose.int, (x, *dims))
+    if value.dim() != 2:
         return None
     if node.target is aten.transpose.int and sorted(d % 2 for d in node.args[1:3]) != [0, 1]:
         return None
@@ -317,6 +328,22 @@ def _matrix_transpose(node: Node) -> Optional[Node]:
         return None
     with node.graph.inserting_before(node):
         return node.graph.call_function(aten.t.default, (x,))
+
+
+def _softmax_spelling(node: Node) -> Optional[Node]:
+    """`softmax(x, d, dtype=x.dtype)` -> `softmax(x, d, None)` (the cast to its own dtype is a no-op), with d counted
+    from the end (`dim=3` of a 4-D x -> -1) and the dtype always written: the fp32 eager attention's
+    `F.softmax(w, dim=-1, dtype=torch.float32)` and a hand-written `F.softmax(w, dim=-1)` are the same computation."""
+    x, dim, dtype = (list(node.args) + [None, None])[:3]
+    value = _val(x)
+    if node.kwargs or not isinstance(value, torch.Tensor) or not isinstance(dim, int) or value.dim() == 0:
+        return None
+    canonical_dim = dim % value.dim() - value.dim()
+    canonical_dtype = None if dtype == value.dtype else dtype
+    if (canonical_dim, canonical_dtype) == (dim, dtype) and len(node.args) == 3:
+        return None
+    with node.graph.inserting_before(node):
+        return node.graph.call_function(aten.softmax.int, (x, canonical_dim, canonical_dtype))
 
 
 _VIEW_OPS = (aten.view.default, aten.reshape.default)
@@ -344,6 +371,7 @@ RULES: dict = {
     aten.mT.default: _matrix_transpose,
     aten.transpose.int: _matrix_transpose,
     aten.permute.default: _matrix_transpose,
+    aten.softmax.int: _softmax_spelling,
 }
 
 

@@ -1,6 +1,7 @@
 """Canonicalisation is exact: it never turns a fresh tensor into an alias of one that is written in place."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import DEVICE, run_in_fresh_process
 
@@ -179,3 +180,52 @@ def test_adding_zero_keeps_the_sign_of_zero(inner):
     for g, e in zip(got, fn(x)):
         assert torch.equal(g, e) and torch.equal(torch.signbit(g), torch.signbit(e)), (g, e)
     assert not mojo_compile.last_report().sites
+
+
+def test_transpose_dims_are_counted_from_the_start_smaller_first():
+    """`k.transpose(-2, -1)`, `transpose(3, 2)` and `transpose(2, 3)` are one view: one spelling in the graph."""
+    k = torch.randn(2, 3, 5, 8, device=DEVICE)
+    for spelling in (lambda k: k.transpose(-2, -1) * 2, lambda k: k.transpose(3, 2) * 2,
+                     lambda k: k.transpose(-1, 2) * 2):
+        code = _canonical_code(spelling, k)
+        assert "aten.transpose.int(arg0_1, 2, 3)" in code, code
+
+
+def test_softmax_to_its_own_dtype_is_a_plain_softmax():
+    """`F.softmax(w, -1, dtype=torch.float32)` of an fp32 w, `F.softmax(w, dim=3)` and `w.softmax(-1)` are one
+    computation; a softmax into another dtype keeps its dtype."""
+    w = torch.randn(2, 3, 5, 5, device=DEVICE)
+    for spelling in (lambda w: F.softmax(w, -1, dtype=torch.float32), lambda w: F.softmax(w, dim=3),
+                     lambda w: w.softmax(-1)):
+        code = _canonical_code(spelling, w)
+        assert "aten.softmax.int(arg0_1, -1, None)" in code, code
+    code = _canonical_code(lambda w: F.softmax(w, -1, dtype=torch.float32), w.bfloat16())
+    assert "aten.softmax.int(arg0_1, -1, torch.float32)" in code, code
+
+
+@pytest.mark.parametrize("target", ["torch", "ttx"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_hand_written_attention_fuses(target, masked):
+    """nanoGPT's manual attention, `softmax((q @ k.transpose(-2, -1)) * (1 / sqrt(d)), dim=-1) @ v` in fp32, with an
+    additive float mask or none, is the fp32 eager spelling of HF: it fuses, and is as accurate as eager against
+    fp64 (within 2x eager's error + 1e-6: the op's online softmax sums in another order)."""
+    import math
+
+    import mojo_compile
+
+    def attention(q, k, v, mask):
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        if masked:
+            scores = scores + mask
+        return F.softmax(scores, dim=-1) @ v
+
+    q, k, v = (torch.randn(2, 4, 7, 16, device=DEVICE) for _ in range(3))
+    mask = torch.randn(2, 1, 7, 7, device=DEVICE)
+    torch._dynamo.reset()
+    mojo_compile.reset_report()
+    got = torch.compile(attention, backend="mojo", options={"inner_compiler": "eager", "target": target})(q, k, v,
+                                                                                                          mask)
+    assert [s.op for s in mojo_compile.last_report().sites] == ["mojo.attention"]
+    reference = attention(*(t.double() for t in (q, k, v, mask)))
+    eager_error = (attention(q, k, v, mask).double() - reference).abs().max()
+    assert (got.double() - reference).abs().max() <= 2 * eager_error + 1e-6
