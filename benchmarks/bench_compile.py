@@ -121,6 +121,7 @@ def child(args):
         _, res["first_call_s"] = bd.first_call(lambda: call(fn), device)
         if profiler is not None:
             profiler.disable()
+            os.makedirs(args.profile_dir, exist_ok=True)
             profiler.dump_stats(os.path.join(args.profile_dir, f"{args.model}-{args.workload}-{args.variant}.prof"))
         _, second = bd.first_call(lambda: call(fn), device)
     res["second_call_ms"] = second * 1e3
