@@ -23,9 +23,12 @@ CALLS = []
 def fused_infer_attention_score(query, key, value, *, atten_mask=None, num_heads=1, scale=1.0, input_layout="BSH",
                                 num_key_value_heads=0, sparse_mode=0, softmax_lse_flag=False, **unused):
     assert input_layout == "BNSD" and not unused, (input_layout, unused)
+    assert all(t.is_contiguous() for t in (query, key, value)), "FIA takes no non-contiguous tensor"
+    assert key.shape == value.shape, "FIA: key and value shapes must be identical"
     CALLS.append(dict(scale=scale, sparse_mode=sparse_mode, mask=atten_mask))
     batch, heads, s_q, _ = query.shape
     s_kv = key.shape[2]
+    assert not (s_q == 1 and sparse_mode == 3), "FIA ignores sparse_mode for one query (its mask must be [B, Skv])"
     assert num_heads == heads and key.shape[1] == num_key_value_heads and heads % num_key_value_heads == 0
     group = heads // num_key_value_heads
     k, v = (t.double().repeat_interleave(group, 1) for t in (key, value))
@@ -74,7 +77,7 @@ def qkv(s_q, s_kv, batch=2, heads=4, kv_heads=2, d=16, dtype=torch.float32):
 
 CASES = {  # name: (s_q, s_kv, mask_of(batch, s_q, s_kv) or None, q_pos, causal, window, sparse mode expected)
     "causal": (6, 6, None, None, True, 0, 3),
-    "causal_decode": (1, 9, None, None, True, 0, 3),
+    "causal_decode": (1, 9, None, None, True, 0, None),  # bottom-right: the one query sees every key
     "causal_chunk": (3, 9, None, None, True, 0, 3),
     "causal_more_queries": (5, 3, None, None, True, 0, 0),  # bottom-right: the first two rows keep no key
     "full": (5, 7, None, None, False, 0, None),
@@ -124,6 +127,23 @@ def test_attention_reasons(npu):
     assert "per-head" in reason(q, k, v, torch.ones(1, 4, 4, 4, dtype=torch.bool), *plain[4:])
     q3, k3, v3 = qkv(4, 4, heads=6, kv_heads=4, dtype=torch.bfloat16)
     assert "kv heads" in reason(q3, k3, v3, *plain[3:])
+    assert "differ" in reason(q, k, v[..., :8], *plain[3:])  # DeepSeek's MLA: v's head size is not k's
+    for s_q, heads, d in ((4, 4, 24), (4, 4, 8), (1, 4, 576), (1, 320, 16)):  # FIA: D % 16 past one query, <= 512
+        q4, k4, v4 = qkv(s_q, 4, heads=heads, kv_heads=heads // 2 if heads > 4 else 2, d=d, dtype=torch.bfloat16)
+        assert "FIA: at most 256 heads" in reason(q4, k4, v4, *plain[3:]), (s_q, heads, d)
+    q5, k5, v5 = qkv(1, 4, d=24, dtype=torch.bfloat16)  # one query: any head size up to 512
+    assert "npu tensors" in reason(q5, k5, v5, *plain[3:])
+
+
+def test_attention_on_transposed_views(npu):
+    """HF hands the op q, k, v as transposed views of the projections: FIA gets them contiguous."""
+    q, k, v = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in qkv(5, 5))
+    assert not q.is_contiguous()
+    args = (q, k, v, None, None, 0.3, True, 0, 0.0, None)
+    out, lse = attention.npu_forward(*args)
+    ref_out, ref_lse = attention.reference(*args)
+    torch.testing.assert_close(out, ref_out, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- norms, SwiGLU, RoPE: the same approach
@@ -140,15 +160,20 @@ def swiglu(x, dim=-1):
     return (a * torch.sigmoid(a) * b).to(x.dtype)
 
 
-ROTARY_TABLE_SHAPES = {"BNSD": ("11SD", "B1SD", "BNSD"), "BSND": ("1S1D", "BS1D", "BSND")}
+ROTARY_TABLE_SHAPES = {"half": {"BNSD": ("11SD", "B1SD", "BNSD"), "BSND": ("1S1D", "BS1D", "BSND")},
+                       "interleave": {"BNSD": ("11SD",), "BSND": ("1S1D",)}}
 
 
 def rotary_mul(x, r1, r2, rotary_mode="half"):
-    """npu_rotary_mul: x * r1 + rotate(x) * r2, with r1 / r2 in one of the documented shapes for x's layout."""
+    """npu_rotary_mul: x * r1 + rotate(x) * r2, with r1 / r2 in one of the documented shapes for x's layout and
+    mode, within the documented limits (interleave: B * N < 1000)."""
+    assert x.dtype in (torch.float16, torch.bfloat16, torch.float32)
     layout = "BSND" if r1.shape[2] == 1 else "BNSD"  # the tables broadcast over the heads (S > 1 here)
     letters = {"B": x.shape[0], "N": x.shape[1] if layout == "BNSD" else x.shape[2],
                "S": x.shape[2] if layout == "BNSD" else x.shape[1], "D": x.shape[3], "1": 1}
-    assert any(tuple(letters[c] for c in form) == tuple(r1.shape) for form in ROTARY_TABLE_SHAPES[layout]), r1.shape
+    forms = ROTARY_TABLE_SHAPES[rotary_mode][layout]
+    assert any(tuple(letters[c] for c in form) == tuple(r1.shape) for form in forms), (rotary_mode, r1.shape)
+    assert rotary_mode == "half" or letters["B"] * letters["N"] < 1000
     x64 = x.double()
     if rotary_mode == "half":
         x1, x2 = x64.chunk(2, -1)
@@ -207,6 +232,9 @@ def test_rope(npu_ops, seq_dim, interleaved, cos_batch):
     if cos_batch == 1:
         cos, sin = cos[0], sin[0]
     args = (q, k, cos, sin, 32, interleaved, seq_dim, False)
+    if interleaved and cos_batch > 1:  # interleave mode takes one table for the whole batch
+        assert "table per batch row" in rope._npu_reason(*args)
+        return
     assert "npu tensors" in rope._npu_reason(*args)  # nothing else refused
     for out, ref in zip(rope.npu_forward(*args), rope.reference(*args)):
         assert out.shape == ref.shape and out.is_contiguous()
@@ -221,6 +249,32 @@ def test_rope_reasons(npu_ops):
     assert "dtype" in reason(q, k, cos.float(), sin.float(), 32, False, 1, False)
     wide = torch.randn(1, 3, 2, 896, dtype=torch.bfloat16)
     assert "limits" in reason(wide, wide, *(torch.randn(3, 896, dtype=torch.bfloat16),) * 2, 896, False, 1, False)
+    assert "fp16/bf16/fp32" in reason(q.double(), k.double(), cos.double(), sin.double(), 32, False, 1, False)
+    many = torch.randn(40, 3, 32, 32, dtype=torch.bfloat16)  # B * N = 1280: over interleave's limit, not half's
+    assert "interleave limit" in reason(many, many, cos, sin, 32, True, 1, False)
+    assert "npu tensors" in reason(many, many, cos, sin, 32, False, 1, False)
+
+
+def test_swiglu_and_rms_norm_reasons(npu_ops):
+    """Inputs the documented ops cannot take fall back: npu_swiglu takes no fp64 or empty tensor (and gets a
+    contiguous one), npu_rms_norm 2 to 8 dims, npu_add_rms_norm no empty tensor."""
+    from mojo_compile.ops import gated_act
+
+    gu = torch.randn(4, 96, dtype=torch.bfloat16)
+    assert "fp16/bf16/fp32" in gated_act._npu_reason(gu.double(), "silu", True)
+    assert "empty" in gated_act._npu_reason(gu[:0], "silu", True)
+    assert "npu tensors" in gated_act._npu_reason(gu, "silu", True)
+    calls = []
+    npu_ops.npu_swiglu = lambda x, dim=-1: calls.append(x.is_contiguous()) or swiglu(x, dim)
+    gated_act.npu_fused_forward(gu.t().contiguous().t(), "silu", True)
+    assert calls == [True]
+    w = torch.randn(64, dtype=torch.bfloat16)
+    x = torch.randn(64, dtype=torch.bfloat16)
+    assert "1-D" in rms_norm_ops._npu_reason(x, w, 0.0, "output")
+    assert "9-D" in rms_norm_ops._npu_reason(x.reshape((1,) * 8 + (64,)), w, 0.0, "output")
+    empty = torch.randn(0, 64, dtype=torch.bfloat16)
+    assert "empty" in rms_norm_ops._npu_add_reason(empty, empty, w, 1e-6, 0.0, "output")
+    assert "npu tensors" in rms_norm_ops._npu_add_reason(x[None], x[None], w, 1e-6, 0.0, "output")
 
 
 def add_layer_norm(x1, x2, gamma, beta, epsilon=1e-5, additional_output=False):

@@ -330,7 +330,9 @@ lowering.register_impl("attention_backward", "ttx", ttx_backward, supports=_supp
 # own layout) and npu_incre_flash_attention (nothing), it returns the row log-sum-exp the op owes (softmax_lse_flag).
 # GQA is native (num_key_value_heads), the scale is always passed (FIA's default is 1.0), and Ascend masks mean the
 # opposite of ours: True = masked out. Plain causal is sparse_mode 3 (bottom-right, as the op's) with the compressed
-# 2048 x 2048 mask; positions, windows and mask tensors become one explicit bool mask (sparse_mode 0). Rows left with
+# 2048 x 2048 mask; one query under plain causal (a decode step, bottom-right: it sees every key) takes no mask, as FIA
+# ignores sparse_mode for one query; positions, windows and mask tensors become one explicit bool mask
+# (sparse_mode 0). q, k and v go contiguous (FIA takes no other). Rows left with
 # no key get the op's zeros and -inf by a where on the device, whatever FIA returns for them. The backward runs on the
 # torch reference (no NPU op is mapped to it).
 def _mask4(mask):
@@ -349,6 +351,12 @@ def _npu_reason(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
         return f"{q.shape[1]} query heads over {k.shape[1]} kv heads (FIA: a divisor, a ratio up to 64)"
     if q.dtype not in (torch.float16, torch.bfloat16):
         return f"npu_fused_infer_attention_score takes fp16/bf16, not {q.dtype}"
+    if v.shape != k.shape:
+        return f"k {tuple(k.shape)} and v {tuple(v.shape)} differ (FIA: one shape for key and value)"
+    heads, s_q, head_dim = q.shape[1], q.shape[2], q.shape[3]
+    if heads > 256 or head_dim > 512 or (s_q != 1 and head_dim % 16):
+        return (f"{heads} heads of {head_dim} for {s_q} queries (FIA: at most 256 heads, a head size up to 512, a "
+                f"multiple of 16 for more than one query)")
     if q.device.type != "npu":
         return f"torch_npu runs on npu tensors, not {q.device.type}"
     return None
@@ -373,10 +381,10 @@ def npu_forward(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
         keep = structure if mask is None else _mask4(mask) if structure is None else _mask4(mask) & structure
         keep = _mask4(keep).expand(batch, 1, s_q, k.shape[2])
         fia_mask = dict(atten_mask=(~keep).contiguous(), sparse_mode=0)  # Ascend: True = masked out
-    elif causal:
+    elif causal and s_q > 1:
         fia_mask = dict(atten_mask=_compressed_causal(q.device), sparse_mode=3)
     out, lse = torch_npu.npu_fused_infer_attention_score(
-        q, k, v, num_heads=heads, num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale,
+        q.contiguous(), k.contiguous(), v.contiguous(), num_heads=heads, num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale,
         softmax_lse_flag=True, **fia_mask)
     lse = lse.reshape(batch, heads, s_q).float()
     if keep is not None:  # rows with no key: the op's 0 and -inf (on the device: no host sync)

@@ -228,6 +228,10 @@ lowering.register_impl("gated_act_fused_backward", "ttx", ttx_fused_backward, su
 def _npu_reason(gate_up, act, gate_first):
     if act != "silu" or not gate_first:
         return "npu_swiglu computes silu(first half) * second half only"
+    if gate_up.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return f"npu_swiglu takes fp16/bf16/fp32, not {gate_up.dtype}"
+    if gate_up.numel() == 0:
+        return "npu_swiglu takes no empty tensor"
     if gate_up.device.type != "npu":
         return f"torch_npu runs on npu tensors, not {gate_up.device.type}"
     return None
@@ -236,7 +240,7 @@ def _npu_reason(gate_up, act, gate_first):
 def npu_fused_forward(gate_up, act, gate_first):
     import torch_npu
 
-    return torch_npu.npu_swiglu(gate_up, dim=-1)
+    return torch_npu.npu_swiglu(gate_up.contiguous(), dim=-1)  # (it takes no other layout)
 
 
 lowering.register_impl("gated_act_fused", "torch_npu", npu_fused_forward, supports=_npu_reason)

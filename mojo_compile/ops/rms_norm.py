@@ -247,16 +247,18 @@ lowering.register_impl("rms_norm_backward", "ttx", ttx_backward, supports=_suppo
 
 # -------------------------------------------------------------------------------------------- target: torch_npu
 def _npu_reason(x, weight, weight_offset, cast):
-    if x.device.type != "npu":
-        return f"torch_npu runs on npu tensors, not {x.device.type}"
     if x.dtype not in FLOAT_DTYPES:
         return f"input dtype {x.dtype} is not fp16/bf16/fp32"
+    if not 2 <= x.dim() <= 8:
+        return f"a {x.dim()}-D input (npu_rms_norm takes 2 to 8 dims)"
     if cast == "rstd" and x.dtype != torch.float32:
         return "npu_rms_norm does not round the inverse root to the input dtype (cast='rstd')"
     if weight is not None and weight.dtype != x.dtype and cast != "normed":
         return f"npu_rms_norm takes gamma in the input dtype ({x.dtype}), the weight is {weight.dtype}"
     if weight_offset and cast != "normed" and x.dtype != torch.float32:
         return "gamma = 1 + w would be rounded to the input dtype before npu_rms_norm uses it"
+    if x.device.type != "npu":
+        return f"torch_npu runs on npu tensors, not {x.device.type}"
     return None
 
 
@@ -288,8 +290,13 @@ def npu_add_forward(x, residual, weight, eps, weight_offset, cast):
 
 lowering.register_impl("rms_norm", "torch_npu", npu_forward,
                        supports=lambda x, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
-lowering.register_impl("add_rms_norm", "torch_npu", npu_add_forward,
-                       supports=lambda x, r, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
+def _npu_add_reason(x, residual, weight, eps, weight_offset, cast):
+    if x.numel() == 0:
+        return "npu_add_rms_norm takes no empty tensor"
+    return _npu_reason(x, weight, weight_offset, cast)
+
+
+lowering.register_impl("add_rms_norm", "torch_npu", npu_add_forward, supports=_npu_add_reason)
 
 
 # ------------------------------------------------------------------------------------------ DTensor (sharding.py)

@@ -369,10 +369,16 @@ lowering.register_impl("qk_norm_rope_backward", "ttx", ttx_qk_norm_backward, sup
 def _npu_reason(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
     if rotary_dim != q.shape[-1]:
         return "npu_rotary_mul rotates the whole head (partial rotary runs on the torch reference)"
+    if q.dtype not in FLOAT_DTYPES:
+        return f"npu_rotary_mul takes fp16/bf16/fp32, not {q.dtype}"
     if cos.dtype != q.dtype or k.dtype != q.dtype:
         return f"npu_rotary_mul takes cos/sin in the dtype of q ({q.dtype}), not {cos.dtype}"
     if q.shape[-1] >= 896 or max(q.shape[0], q.shape[3 - seq_dim], k.shape[3 - seq_dim]) >= 1000:
         return f"npu_rotary_mul's limits (D < 896, B and heads < 1000): q {tuple(q.shape)}, k {tuple(k.shape)}"
+    if interleaved and cos.dim() == 3 and cos.shape[0] != 1:
+        return "a table per batch row: npu_rotary_mul's interleave mode takes one table for the batch (11SD / 1S1D)"
+    if interleaved and q.shape[0] * max(q.shape[3 - seq_dim], k.shape[3 - seq_dim]) >= 1000:
+        return f"npu_rotary_mul's interleave limit (B * heads < 1000): q {tuple(q.shape)}, k {tuple(k.shape)}"
     if q.device.type != "npu":
         return f"torch_npu runs on npu tensors, not {q.device.type}"
     return None
