@@ -178,6 +178,35 @@ def test_a_replacement_that_calls_an_op_without_autograd_for_one_dtype_only_is_n
         mojo_compile.unregister_pattern("user.sig3")
 
 
+def test_a_user_pattern_that_reads_a_size_compiles_where_a_gradient_is_wanted():
+    """A replacement that slices by a size (`x[..., x.shape[-1] // 2:]`, as rotate_half does) is traced alone to learn
+    whether it differentiates, inside the compile: traced in the compile's fake mode, it left the compile guards on
+    symbols it had no source for, and the first compile failed where eager runs."""
+    def search(x, y):
+        return x[..., x.shape[-1] // 2:] * y[..., y.shape[-1] // 2:]
+
+    def replace(x, y):
+        return search(x, y).clone()
+
+    mojo_compile.register_pattern("user.half_width_product", search, replace,
+                                  [(torch.randn(2, 3, 8), torch.randn(2, 3, 8))])
+    try:
+        def step(x, y):
+            return search(x, y).sum(-1) * 3
+
+        x, y = torch.randn(2, 5, 16, requires_grad=True), torch.randn(2, 5, 16)
+        torch._dynamo.reset()
+        out = torch.compile(step, backend="mojo", options={"inner_compiler": "eager", "target": "torch"})(x, y)
+        out.sum().backward()
+        fused_grad, x.grad = x.grad, None
+        expected = step(x, y)
+        expected.sum().backward()
+        assert torch.equal(out, expected) and torch.equal(fused_grad, x.grad)
+    finally:
+        mojo_compile.unregister_pattern("user.half_width_product")
+        torch._dynamo.reset()
+
+
 def test_register_pattern_errors():
     ok = (torch.randn(2, 8),)
     with pytest.raises(mojo_compile.PatternError, match="must take the same parameters"):

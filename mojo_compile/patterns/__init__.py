@@ -872,9 +872,11 @@ def _ops_without_backward(pattern: Pattern) -> tuple:
         tensors = iter(inputs)
         args = [pattern.scalars[p] if p in pattern.scalars else next(tensors) for p in params]
         # On fake copies of the example inputs (a CPU example of an op registered for the GPU alone must trace;
-        # nothing runs for real), outside the compile's own fake mode (a match is checked inside a compile).
+        # nothing runs for real), outside the compile's own fake mode and tracing context (a match is checked inside
+        # a compile: make_fx would otherwise take the context's fake mode, and a replacement that reads a size --
+        # `x[..., x.shape[-1] // 2:]` -- would leave the compile guards on symbols it has no source for).
         try:
-            with unset_fake_temporarily(), torch.enable_grad():
+            with unset_fake_temporarily(), torch._guards.tracing(None), torch.enable_grad():
                 graph = make_fx(pattern.replace, tracing_mode="fake", pre_dispatch=True)(*args).graph
         except Exception as e:  # noqa: BLE001 - a replacement that does not trace alone: unknown, so not fused
             return (f"the replacement (it does not trace alone: {type(e).__name__})",)
