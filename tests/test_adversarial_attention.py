@@ -465,3 +465,38 @@ def test_q_k_v_with_a_non_unit_last_stride(fn, target):
     torch.testing.assert_close(got.double(), exact, rtol=1e-5, atol=1e-5)
     for g, e in zip(grads, exact_grads):
         torch.testing.assert_close(g.double(), e, rtol=1e-4, atol=1e-4)  # backward: longer sums, 10x the forward's
+
+
+MASK_SIZE = 6
+
+
+def causal_or_at_random_bidirectional(q, k, v):
+    """Prefix-LM style: a coin drawn per call decides whether this step also attends bidirectionally."""
+    i = torch.arange(MASK_SIZE, device=q.device)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=(i[None, :] <= i[:, None]) | torch.bernoulli(torch.full((), 0.5, device=q.device)).bool())
+
+
+def causal_or_uniformly_bidirectional(q, k, v):
+    i = torch.arange(MASK_SIZE, device=q.device)
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=(i[None, :] <= i[:, None]) | (torch.rand((), device=q.device) < 0.5))
+
+
+@pytest.mark.parametrize("fn", [causal_or_at_random_bidirectional, causal_or_uniformly_bidirectional],
+                         ids=["bernoulli", "rand"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_mask_drawn_at_random_is_drawn_at_every_call(fn, target):
+    """A mask made from a random draw depends on no input and has static sizes, but it is not a constant: it must
+    not be evaluated once at compile time and its draw taken as the structure for good. With the same seed the
+    compiled call draws what eager draws; the seeds give both masks, so a mask fixed at compile time shows."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, MASK_SIZE, 8, device=DEVICE) for _ in range(3))
+    torch._dynamo.reset()
+    attention = compiled(fn, target)
+    for seed in range(100, 110):
+        torch.manual_seed(seed)
+        expected = fn(q, k, v)
+        torch.manual_seed(seed)
+        torch.testing.assert_close(attention(q, k, v), expected, rtol=1e-5, atol=1e-5, msg=f"seed {seed}")
+    assert "causal" not in str([s.detail for s in mojo_compile.last_report().sites])

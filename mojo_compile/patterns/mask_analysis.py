@@ -66,9 +66,23 @@ def _ancestors(node: Node) -> Optional[list[Node]]:
                 return None
         if n.op == "call_function" and _mutates(n) and n.target is not aten.detach_.default:
             return None  # (detach_ changes autograd metadata only: HF 5.17 detaches a lifted `torch.tensor(0.0)`)
+        if n.op == "call_function" and _drawn_anew(n):
+            return None  # a random draw (or uninitialised memory) has another value at every call
         stack.extend(n.all_input_nodes)
     order = {n: i for i, n in enumerate(node.graph.nodes)}
     return sorted(seen, key=order.__getitem__)
+
+
+# Ops whose result is not a function of their arguments: uninitialised memory (the random ops carry the
+# nondeterministic_seeded tag).
+_UNINITIALISED = {aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default,
+                  aten.empty_strided.default, aten.new_empty_strided.default, aten.empty_permuted.default}
+
+
+def _drawn_anew(node: Node) -> bool:
+    """Whether node's value may differ between two calls with the same inputs: a random op (`torch.rand`,
+    `bernoulli`: a mask drawn per call must not be evaluated once, at compile time) or an uninitialised tensor."""
+    return node.target in _UNINITIALISED or torch.Tag.nondeterministic_seeded in getattr(node.target, "tags", ())
 
 
 def _mutates(node: Node) -> bool:
