@@ -60,20 +60,34 @@ def _environment(device_type: str) -> str:
 
 
 def _load() -> dict:
+    """The cached choices; {} where the file is missing, unreadable or not this tuner's layout (another tool's
+    file, an older format): the choices are then timed again."""
     try:
         with open(cache_path()) as f:
-            return json.load(f)
+            entries = json.load(f)
     except (OSError, ValueError):
         return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _cached_choice(entries: dict, key: str) -> Optional[str]:
+    entry = entries.get(key)
+    choice = entry.get("choice") if isinstance(entry, dict) else None
+    return choice if isinstance(choice, str) else None
 
 
 def _save(entries: dict) -> None:
+    """Write the choices; a location that cannot be written (a read-only home) only costs the timing again in the
+    next process, as the pattern cache's does."""
     path = cache_path()
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(entries, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)  # atomic: concurrent tuners never leave a torn file
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(entries, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)  # atomic: concurrent tuners never leave a torn file
+    except OSError as e:
+        log.debug("mojo tune: the choices are not kept (%s: %s)", path, e)
 
 
 def _default_timer(fn: Callable[[], object], device_type: str) -> float:
@@ -109,9 +123,9 @@ def choose(op: str, key: str, candidates: dict[str, Callable[[], object]], defau
     if not enabled() or len(candidates) < 2:
         return default
     full_key = f"{_environment(device_type)}|{op}|{key}" + ("|deterministic" if deterministic_only() else "")
-    entries = _load()
-    if full_key in entries and entries[full_key]["choice"] in candidates:
-        return entries[full_key]["choice"]
+    cached = _cached_choice(_load(), full_key)
+    if cached in candidates:
+        return cached
     timer = timer or _default_timer
     results = {}
     for i, (name, fn) in enumerate(candidates.items()):

@@ -477,3 +477,31 @@ def test_compiles_for_hopper():
     over the whole head) and interleaved and partial (rotating the last dims), the general kernels there too; norms
     per head and over all heads."""
     compile_for_hopper(_COMPILE_BODY, 15)
+
+
+@pytest.mark.parametrize("k_shape", [(2, 2, 5, 16), (2, 2, 2, 16), (1, 2, 3, 16)], ids=["longer", "shorter", "batch"])
+def test_k_of_other_positions_or_batch_than_q_falls_back(k_shape):
+    """A table of one position broadcasts over q and k of any lengths, as eager's `x * cos + rotate_half(x) * sin`
+    does; the kernels walk q's tokens for both, so ttx refuses k with another batch or length than q's and the
+    call runs on the reference: every row of k rotated (none left unwritten), nothing written past k's end."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 4, 3, 16, device=DEVICE), torch.randn(k_shape, device=DEVICE)
+    angle = torch.randn(1, 1, 16, device=DEVICE)
+    cos, sin = angle.cos(), angle.sin()
+
+    def eager(x):
+        x64 = x.double()
+        rotated = torch.cat((-x64[..., 8:], x64[..., :8]), -1)
+        return x64 * cos.double()[:, None] + rotated * sin.double()[:, None]
+
+    q_out, k_out = torch.ops.mojo.rope(q, k, cos, sin, 16, False, 2, False, "ttx")
+    assert k_out.shape == k.shape
+    torch.testing.assert_close(q_out.double(), eager(q), rtol=1e-6, atol=1e-6)  # fp32: a few roundings of O(1)
+    torch.testing.assert_close(k_out.double(), eager(k), rtol=1e-6, atol=1e-6)
+    weight = 1 + 0.1 * torch.randn(16, device=DEVICE)
+    got = torch.ops.mojo.qk_norm_rope(q, k, weight, weight, 1e-6, 0.0, "normed", cos, sin, 16, False, 2, False, "ttx")
+    expected = torch.ops.mojo.qk_norm_rope(q, k, weight, weight, 1e-6, 0.0, "normed", cos, sin, 16, False, 2, False,
+                                           "torch")
+    for mine, reference in zip(got, expected):
+        assert mine.shape == reference.shape
+        torch.testing.assert_close(mine, reference)

@@ -110,3 +110,33 @@ def test_attention_backward_tuned_on_its_own(tune, monkeypatch):
                                                            v64.repeat_interleave(2, 1), is_causal=True, scale=0.25)
     for g, g64 in zip(grads, torch.autograd.grad(ref, (q64, k64, v64), torch.ones_like(ref))):
         torch.testing.assert_close(g.double(), g64, rtol=1e-4, atol=1e-5)
+
+
+def test_an_unwritable_cache_still_chooses(tune, monkeypatch, tmp_path):
+    """A cache location that cannot be written (a read-only home, a path through a file) costs the timing again
+    in the next process; the choice is still made, and a tuned op still runs."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("MOJO_TUNE_CACHE", str(blocker / "tune.json"))
+    calls = []
+    assert tuner.choose("op", "k", {"a": lambda: "a", "b": lambda: "b"}, "a", "cpu",
+                        timer=fake_timer({"a": 2.0, "b": 1.0}, calls)) == "b"
+    if KERNEL_TARGET_OK:
+        torch.manual_seed(0)
+        q, k, v = (torch.randn(1, 2, s, 16, device=DEVICE) for s in (3, 8, 8))
+        out, _ = torch.ops.mojo.attention(q, k, v, None, None, 0.25, True, 0, 0.0, None, "ttx")
+        keep = torch.ones(3, 8, device=DEVICE).tril(5).bool()  # bottom-right causal: query i sees keys <= i + 5
+        expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep, scale=0.25)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)  # fp32, another summation order
+
+
+@pytest.mark.parametrize("content", ["[]", '"tune"', "entry"], ids=["a list", "a string", "an entry not a dict"])
+def test_a_cache_file_of_another_layout_is_timed_again(tune, content):
+    """A tune.json that is JSON but not the tuner's layout (another tool's, an older format) is read as empty."""
+    if content == "entry":
+        content = json.dumps({f"{tuner._environment('cpu')}|op|k": "a"})
+    tune.write_text(content)
+    calls = []
+    assert tuner.choose("op", "k", {"a": lambda: "a", "b": lambda: "b"}, "a", "cpu",
+                        timer=fake_timer({"a": 2.0, "b": 1.0}, calls)) == "b"
+    assert sorted(calls) == ["a", "b"]

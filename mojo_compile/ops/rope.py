@@ -301,12 +301,15 @@ def _kernels():
     return kernels
 
 
-def _ttx_reason(q, k, cos, sin, *weights):
+def _ttx_reason(q, k, cos, sin, *weights, seq_dim):
     reason = ttx_elementwise_reason(q, k) or ttx_elementwise_reason(cos, sin)
     if reason:
         return reason
     if q.dtype != k.dtype:
         return f"q {q.dtype} and k {k.dtype} differ in dtype"
+    if q.shape[0] != k.shape[0] or q.shape[seq_dim] != k.shape[seq_dim]:
+        # (the kernels walk q's tokens for both; the reference broadcasts one table over each as eager does)
+        return f"q {tuple(q.shape)} and k {tuple(k.shape)} differ in batch or positions"
     if cos.dtype != sin.dtype or cos.shape != sin.shape or cos.dim() not in (2, 3):
         return f"cos/sin {tuple(cos.shape)} {cos.dtype} are not [B or 1, S, R] or [S, R] of one dtype"
     for w in weights:
@@ -316,14 +319,14 @@ def _ttx_reason(q, k, cos, sin, *weights):
 
 
 def _supports_rope(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
-    return _ttx_reason(q, k, cos, sin)
+    return _ttx_reason(q, k, cos, sin, seq_dim=seq_dim)
 
 
 def _supports_rope_backward(grad_q, grad_k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last, q_dtype,
                             k_dtype):
     if q_dtype != k_dtype:
         return "q and k of different dtypes"
-    return _ttx_reason(grad_q, grad_k, cos, sin)
+    return _ttx_reason(grad_q, grad_k, cos, sin, seq_dim=seq_dim)
 
 
 def ttx_forward(q, k, cos, sin, rotary_dim, interleaved, seq_dim, rotate_last):
@@ -338,13 +341,14 @@ lowering.register_impl("rope", "ttx", ttx_forward, supports=_supports_rope, trac
 lowering.register_impl("rope_backward", "ttx", ttx_backward, supports=_supports_rope_backward, traceable=ttx_traceable)
 
 
-def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, *rest):
-    return _ttx_reason(q, k, cos, sin, q_weight, k_weight)
+def _supports_qk_norm_rope(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved,
+                           seq_dim, together):
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight, seq_dim=seq_dim)
 
 
 def _supports_qk_norm_rope_backward(grad_q, grad_k, q, k, q_weight, k_weight, q_rstd, k_rstd, weight_offset, cast,
-                                    cos, sin, *rest):
-    return _ttx_reason(q, k, cos, sin, q_weight, k_weight) or ttx_elementwise_reason(grad_q, grad_k)
+                                    cos, sin, rotary_dim, interleaved, seq_dim, together):
+    return _ttx_reason(q, k, cos, sin, q_weight, k_weight, seq_dim=seq_dim) or ttx_elementwise_reason(grad_q, grad_k)
 
 
 def ttx_qk_norm_forward(q, k, q_weight, k_weight, eps, weight_offset, cast, cos, sin, rotary_dim, interleaved,
