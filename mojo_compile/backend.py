@@ -543,8 +543,16 @@ def inner_compile(aten_gm: GraphModule, example_inputs: list, options: Options, 
     lowering.tag_recomputed(aten_gm)  # cheap elementwise outputs: recomputed in the backward, not kept (memory)
 
     def compile_piece(gm: GraphModule, inputs: list) -> Callable:
-        return compile_fx(gm, inputs, config_patches=lowering.inductor_config(options.inductor_config),
-                          decompositions=lowering.inductor_decompositions())
+        # Compiled on `inputs`, as Dynamo's own graph is (its placeholders carry no traced value): with cpp_wrapper /
+        # fx_wrapper, Inductor would take the inputs from the placeholders' values instead -- make_fx's detached
+        # snapshots (an inference graph: no parameter gradient) and sizes it drops (misaligned inputs).
+        traced = {node: node.meta.pop("val") for node in gm.graph.find_nodes(op="placeholder") if "val" in node.meta}
+        try:
+            return compile_fx(gm, inputs, config_patches=lowering.inductor_config(options.inductor_config),
+                              decompositions=lowering.inductor_decompositions())
+        finally:
+            for node, value in traced.items():
+                node.meta["val"] = value
 
     assignment = None if _uses_cudagraphs(options) or of_dtensors else \
         pieces.plan(aten_gm, example_inputs, options.backward_piece_mb)  # (pieces' fake runs take no DTensor)

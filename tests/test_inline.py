@@ -117,3 +117,63 @@ def test_inductor_starts_inlined_kernels_with_its_static_launcher(monkeypatch, u
         assert "static_launch_user_defined_triton_kernels" not in patches[-1]  # a torch without it: nothing set
     else:
         assert patches[-1]["static_launch_user_defined_triton_kernels"] is (not user)
+
+
+class NormBesideLinear(torch.nn.Module):
+    """An RMSNorm (fused) beside a linear: the smallest training graph with a Mojo op and parameters."""
+
+    def __init__(self, hidden=16):
+        super().__init__()
+        self.norm, self.linear = torch.nn.RMSNorm(hidden, eps=1e-6), torch.nn.Linear(hidden, hidden)
+        with torch.no_grad():
+            self.norm.weight.add_(0.1 * torch.randn(hidden))
+
+    def forward(self, x):
+        return self.linear(x) + self.norm(x)
+
+
+def _step(run, module, x):
+    y = run(x)
+    (torch.tanh(y) * torch.linspace(-1, 1, y.numel(), dtype=y.dtype, device=y.device).view_as(y)).sum().backward()
+    return y, {name: p.grad for name, p in module.named_parameters()}
+
+
+@pytest.mark.parametrize("disable", [[], ["rms_norm"]], ids=["fused", "nothing_fused"])
+def test_cpp_wrapper_compiles_the_training_graph(disable):
+    """Inductor's cpp_wrapper (and fx_wrapper) compiles on a graph's placeholder values where it finds them. The
+    rewritten graph's are make_fx's detached snapshots: compiled on those, AOTAutograd made an inference graph and no
+    parameter got a gradient. Compiled on its inputs, the module trains as eager does (within 2x eager's error
+    against an fp64 copy + 1e-6: Inductor's fp32 reductions run in another order)."""
+    import copy
+
+    from conftest import rel
+
+    torch.manual_seed(0)
+    module = NormBesideLinear().to(DEVICE)
+    eager, exact = copy.deepcopy(module), copy.deepcopy(module).double()
+    options = {"cpp_wrapper": True, **({"disable": disable} if disable else {})}
+    compiled = torch.compile(module, backend="mojo", options=options)
+    x = torch.randn(3, 5, 16, device=DEVICE)
+    y, grads = _step(compiled, module, x)
+    y_eager, grads_eager = _step(eager, eager, x)
+    y_exact, grads_exact = _step(exact, exact, x.double())
+    assert rel(y, y_exact) <= 2 * rel(y_eager, y_exact) + 1e-6
+    for name, want in grads_exact.items():
+        assert grads[name] is not None, f"{name}: no gradient"
+        assert rel(grads[name], want) <= 2 * rel(grads_eager[name], want) + 1e-6, name
+
+
+def test_cpp_wrapper_under_dynamic_shapes():
+    """With symbolic sizes the graph's size placeholders have SymInt values, which cpp_wrapper read as missing
+    inputs: the wrapper took a size for x on every call. Compiled on its inputs it runs at two lengths."""
+    from conftest import rel
+
+    torch.manual_seed(0)
+    module = NormBesideLinear().to(DEVICE)
+    exact = NormBesideLinear().to(DEVICE).double()
+    exact.load_state_dict(module.state_dict())
+    compiled = torch.compile(module, backend="mojo", options={"cpp_wrapper": True}, dynamic=True)
+    with torch.no_grad():
+        for tokens in (5, 7):
+            x = torch.randn(2, tokens, 16, device=DEVICE)
+            assert rel(compiled(x), exact(x.double())) <= 2 * rel(module(x), exact(x.double())) + 1e-6
