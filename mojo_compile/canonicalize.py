@@ -331,15 +331,17 @@ def _matrix_transpose(node: Node) -> Optional[Node]:
 
 
 def _softmax_spelling(node: Node) -> Optional[Node]:
-    """`softmax(x, d, dtype=x.dtype)` -> `softmax(x, d, None)` (the cast to its own dtype is a no-op), with d counted
-    from the end (`dim=3` of a 4-D x -> -1) and the dtype always written: the fp32 eager attention's
-    `F.softmax(w, dim=-1, dtype=torch.float32)` and a hand-written `F.softmax(w, dim=-1)` are the same computation."""
+    """`softmax(x, d)` of an fp32 x -> `softmax(x, d, torch.float32)` (the cast to its own dtype is a no-op), with d
+    counted from the end (`dim=3` of a 4-D x -> -1): a hand-written `F.softmax(w, dim=-1)` and the fp32 eager
+    attention's `F.softmax(w, dim=-1, dtype=torch.float32)` are the same computation. Only fp32 is written out: a
+    softmax of bf16 scores without a dtype rounds its probabilities to bf16, which the patterns' fp32 softmax does
+    not (the matcher ignores dtype arguments, so the two must differ in form)."""
     x, dim, dtype = (list(node.args) + [None, None])[:3]
     value = _val(x)
     if node.kwargs or not isinstance(value, torch.Tensor) or not isinstance(dim, int) or value.dim() == 0:
         return None
     canonical_dim = dim % value.dim() - value.dim()
-    canonical_dtype = None if dtype == value.dtype else dtype
+    canonical_dtype = torch.float32 if dtype is None and value.dtype == torch.float32 else dtype
     if (canonical_dim, canonical_dtype) == (dim, dtype) and len(node.args) == 3:
         return None
     with node.graph.inserting_before(node):

@@ -191,16 +191,19 @@ def test_transpose_dims_are_counted_from_the_start_smaller_first():
         assert "aten.transpose.int(arg0_1, 2, 3)" in code, code
 
 
-def test_softmax_to_its_own_dtype_is_a_plain_softmax():
+def test_an_fp32_softmax_is_written_with_its_dtype():
     """`F.softmax(w, -1, dtype=torch.float32)` of an fp32 w, `F.softmax(w, dim=3)` and `w.softmax(-1)` are one
-    computation; a softmax into another dtype keeps its dtype."""
+    computation; a softmax of bf16 scores keeps its form: without a dtype (probabilities rounded to bf16) or with
+    fp32 (HF's eager attention)."""
     w = torch.randn(2, 3, 5, 5, device=DEVICE)
     for spelling in (lambda w: F.softmax(w, -1, dtype=torch.float32), lambda w: F.softmax(w, dim=3),
                      lambda w: w.softmax(-1)):
         code = _canonical_code(spelling, w)
-        assert "aten.softmax.int(arg0_1, -1, None)" in code, code
+        assert "aten.softmax.int(arg0_1, -1, torch.float32)" in code, code
     code = _canonical_code(lambda w: F.softmax(w, -1, dtype=torch.float32), w.bfloat16())
     assert "aten.softmax.int(arg0_1, -1, torch.float32)" in code, code
+    code = _canonical_code(lambda w: F.softmax(w, -1), w.bfloat16())
+    assert "aten.softmax.int(arg0_1, -1, None)" in code, code
 
 
 @pytest.mark.parametrize("target", ["torch", "ttx"])

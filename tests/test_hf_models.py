@@ -28,6 +28,8 @@ def build(family, dtype):
         "olmo2": lambda: transformers.Olmo2Config(**COMMON),
         "phi3": lambda: transformers.Phi3Config(**COMMON),
         "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
+        "glm": lambda: transformers.GlmConfig(**COMMON, head_dim=16, partial_rotary_factor=0.5),
+        "glm4": lambda: transformers.Glm4Config(**COMMON, head_dim=16, partial_rotary_factor=0.5),
         "gpt_neox": lambda: transformers.GPTNeoXConfig(
             vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             max_position_embeddings=256),
@@ -43,7 +45,7 @@ def build(family, dtype):
 
 CAUSAL_LM = {"llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM", "gemma": "GemmaForCausalLM",
              "olmo2": "Olmo2ForCausalLM", "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM",
-             "gpt_neox": "GPTNeoXForCausalLM"}
+             "gpt_neox": "GPTNeoXForCausalLM", "glm": "GlmForCausalLM", "glm4": "Glm4ForCausalLM"}
 
 
 def sites(family, labels=False):
@@ -61,9 +63,13 @@ def sites(family, labels=False):
     for i in range(LAYERS):
         p = f"model.layers.{i}."
         attention = (p + "self_attn", "mojo.qk_norm_rope" if family in ("qwen3", "olmo2") else "mojo.rope")
-        mlp = (p + "mlp", "mojo.gated_act_fused" if family == "phi3" else "mojo.gated_act")
+        mlp = (p + "mlp", "mojo.gated_act_fused" if family in ("phi3", "glm", "glm4") else "mojo.gated_act")
         if family == "olmo2":  # post-norm: norm(branch) then add; qk-norm over H*D
             out += [attention, (p + "post_attention_layernorm", rms), mlp, (p + "post_feedforward_layernorm", rms)]
+            continue
+        if family == "glm4":  # sandwich norms: each branch's output normalised before its residual add
+            out += [(p + "input_layernorm", rms if i == 0 else add), attention, (p + "post_self_attn_layernorm", rms),
+                    (p + "post_attention_layernorm", add), mlp, (p + "post_mlp_layernorm", rms)]
             continue
         out += [(p + "input_layernorm", rms if i == 0 else add), attention, (p + "post_attention_layernorm", add), mlp]
     return out + [("model.norm", add)] + loss
@@ -82,7 +88,7 @@ def compile_mojo(model, target, **kw):
                                                          "disable": ["attention"]}, **kw)
 
 
-FAMILIES = ["llama", "qwen3", "gemma", "olmo2", "phi3", "mistral", "gpt_neox"]
+FAMILIES = ["llama", "qwen3", "gemma", "olmo2", "phi3", "mistral", "gpt_neox", "glm", "glm4"]
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -128,6 +128,154 @@ def test_other_cat_orders_stay(rotate):
     assert sites == []
 
 
+def apply_half_table(q, k, cos, sin, unsqueeze_dim=1):
+    """R4b, GLM / GLM-4 / moonshine (transformers models/glm/modeling_glm.py apply_rotary_pos_emb): the first half of
+    cos / sin repeat-interleaved inside apply, interleaved pairs rotated over that width, the rest of the head
+    concatenated back (an empty rest when the rotary is the whole head)."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    rotary_dim = cos.shape[-1]
+    q_rot, q_pass = q[..., :rotary_dim], q[..., rotary_dim:]
+    k_rot, k_pass = k[..., :rotary_dim], k[..., rotary_dim:]
+    q_embed = (q_rot * cos) + (rotate_every_two(q_rot) * sin)
+    k_embed = (k_rot * cos) + (rotate_every_two(k_rot) * sin)
+    return torch.cat([q_embed, q_pass], dim=-1), torch.cat([k_embed, k_pass], dim=-1)
+
+
+def apply_half_table_whole_head(q, k, cos, sin, unsqueeze_dim=1):
+    """R4b as Helium / ERNIE-4.5 (fp32) write it: the same table, the whole head rotated, no concatenation."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1)
+    return (q * cos) + (rotate_every_two(q) * sin), (k * cos) + (rotate_every_two(k) * sin)
+
+
+def check_against_fp64(model, cos, sin, target):
+    """An fp32 model compiled and run eagerly, each against an fp64 copy run eagerly (the plain spelling): the
+    rotated q and k, and the gradients of x and of every parameter. Bound: compiled's normwise error is at most 2x
+    eager's + 1e-6. The op computes each column as eager's spelling does, in fp32, but a kernel may round in another
+    order (a fused multiply-add), so its error is of eager's size rather than equal to it; the 1e-6 covers an eager
+    error that happens to be near 0. Returns the fused sites as (pattern, op, target)."""
+    model = model.to(DEVICE)
+    golden = copy.deepcopy(model).double()
+    x = torch.randn(2, 7, 32, device=DEVICE, requires_grad=True)
+    compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager", "target": target})
+    weights = None
+
+    def run(fn, m, x, cos, sin):
+        nonlocal weights
+        out = fn(x, cos, sin)
+        if weights is None:  # one random cotangent per output, the same for the three runs
+            weights = [torch.randn(o.shape, device=DEVICE, dtype=torch.float64) for o in out]
+        loss = sum((o.double() * w).sum() for o, w in zip(out, weights))
+        return out, torch.autograd.grad(loss, [x, *m.parameters()])
+
+    out, got = run(compiled, model, x, cos, sin)
+    fused = [(s.pattern, s.op, s.target) for s in mojo_compile.last_report().sites]
+    ref, eager = run(model, model, x, cos, sin)
+    exact_out, exact = run(golden, golden, x.detach().double().requires_grad_(), cos.double(), sin.double())
+    for o, r, e in zip([*out, *got], [*ref, *eager], [*exact_out, *exact]):
+        assert o.shape == r.shape and o.dtype == r.dtype
+        assert rel(o, e) <= 2 * rel(r, e) + 1e-6, (rel(o, e), rel(r, e))
+    return fused
+
+
+HALF_TABLE_SPELLINGS = {  # name -> (apply fn, rotary_dim of a head of 16, pattern without its layout suffix)
+    "glm_partial": (apply_half_table, 8, "rope.interleaved.half_table.partial"),
+    "glm_whole_head": (apply_half_table, 16, "rope.interleaved.half_table"),  # the cat of an empty rest stays
+    "helium": (apply_half_table_whole_head, 16, "rope.interleaved.half_table"),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("spelling", list(HALF_TABLE_SPELLINGS))
+def test_half_table_interleaved_rope_fuses_and_matches_fp64(spelling, layout, target):
+    """R4b (GLM's half cos repeat-interleaved inside apply) fuses into one mojo.rope for q and k, for a partial
+    rotary and the whole head, q as [B, H, S, D] and [B, S, H, D]; with HF's tables (equal halves)."""
+    apply_fn, rotary_dim, pattern = HALF_TABLE_SPELLINGS[spelling]
+    cos, sin = tables(2, 7, rotary_dim, torch.float32)
+    fused = check_against_fp64(Attention(apply_fn, 16, rotary_dim, layout), cos, sin, target)
+    assert fused == [(pattern + ("" if layout == "bhsd" else ".bshd"), "mojo.rope", target)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("spelling", list(HALF_TABLE_SPELLINGS))
+def test_half_table_whose_halves_differ_rotates_as_eager(spelling, target):
+    """Tables whose second half differs from the first (random): eager reads only the first half, and so does the
+    fused op (the replacement takes the same half of the [B, S, R] table), so the numbers are still eager's."""
+    apply_fn, rotary_dim, pattern = HALF_TABLE_SPELLINGS[spelling]
+    cos, sin = (torch.randn(2, 7, rotary_dim, device=DEVICE) for _ in range(2))
+    assert not torch.equal(cos[..., : rotary_dim // 2], cos[..., rotary_dim // 2:])
+    fused = check_against_fp64(Attention(apply_fn, 16, rotary_dim), cos, sin, target)
+    assert fused == [(pattern, "mojo.rope", target)]
+
+
+def _second_half_repeated(table):
+    return table[..., table.shape[-1] // 2:].repeat_interleave(2, dim=-1)
+
+
+def _first_quarter_repeated(table):
+    return table[..., : table.shape[-1] // 4].repeat_interleave(2, dim=-1)
+
+
+@pytest.mark.parametrize("take", [_second_half_repeated, _first_quarter_repeated])
+def test_half_table_sliced_elsewhere_stays(take):
+    """A table sliced other than at its first half -- the second half; the first quarter, which rotates a narrower
+    partial width -- is not R4b: the pattern's slice bounds, literals of its trace, are checked against the graph's
+    by the re-trace with the real shapes, so nothing fuses and the numbers are eager's."""
+    def apply_sliced(q, k, cos, sin):
+        c, s = take(cos.unsqueeze(1)), take(sin.unsqueeze(1))
+        r = c.shape[-1]
+        q_rot, k_rot = q[..., :r], k[..., :r]
+        return (torch.cat([q_rot * c + rotate_every_two(q_rot) * s, q[..., r:]], dim=-1),
+                torch.cat([k_rot * c + rotate_every_two(k_rot) * s, k[..., r:]], dim=-1))
+    sites = check(Attention(apply_sliced, 16, 8), torch.bfloat16, torch.bfloat16, 8)
+    assert sites == []
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("family", ["glm", "glm4"])
+def test_hf_glm_rope_fuses_and_a_training_step_matches_fp64(family, target):
+    """Tiny HF GLM / GLM-4 (R4b, partial rotary 0.5), batch 2 of odd length with left padding and labels: every
+    layer's RoPE fuses, and the logits, the loss and every parameter's gradient are within 2x eager's error + 1e-6
+    of an fp64 copy (fp32 model: the fused ops compute in fp32 as eager does, rounding in their own order)."""
+    transformers = pytest.importorskip("transformers")
+    config_class = {"glm": transformers.GlmConfig, "glm4": transformers.Glm4Config}[family]
+    config = config_class(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, partial_rotary_factor=0.5,
+                          max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config).to(DEVICE).train()
+    with torch.no_grad():  # norm weights away from their init (ones) so a wrong weight would show
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    golden = copy.deepcopy(model).double()
+    ids = torch.randint(3, 100, (2, 11), device=DEVICE)
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    labels = ids.masked_fill(mask == 0, -100)
+
+    def step(fn, m):
+        out = fn(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in m.named_parameters()}
+        m.zero_grad()
+        return out, grads
+
+    compiled = torch.compile(model, backend="mojo", options={"inner_compiler": "eager", "target": target})
+    out, got = step(compiled, model)
+    rope_sites = [(s.pattern, s.target) for s in mojo_compile.last_report().sites if s.op == "mojo.rope"]
+    assert rope_sites == [("rope.interleaved.half_table.partial", target)] * config.num_hidden_layers
+    ref, eager = step(model, model)
+    exact, exact_grads = step(golden, golden)
+    for name, o, r, e in [("logits", out.logits, ref.logits, exact.logits), ("loss", out.loss, ref.loss, exact.loss),
+                          *((n, got[n], eager[n], exact_grads[n]) for n in exact_grads)]:
+        assert rel(o, e) <= 2 * rel(r, e) + 1e-6, (name, rel(o, e), rel(r, e))
+
+
 def test_cos_narrower_than_the_rotated_width_stays():
     """cos/sin of half the width, broadcast against the rotated slice: not a rotation the op computes."""
     def apply_narrow(q, k, cos, sin):

@@ -6,14 +6,20 @@ that whole function, so one op rotates both:
 
     R1        q * cos + rotate_half(q) * sin                  Llama, Qwen, Mistral, Gemma, OLMo (fp32 cos) ...
     R2 / R3   cat([rope(q[..., :r]), q[..., r:]], -1)         GPT-NeoX, Phi, StableLM, GLM-4-MoE (partial rotary)
-    R4        rotate_every_two: stack((-x[1::2], x[::2])).flatten(-2)
-                                                              Cohere (full), GLM (partial); cos/sin already
-                                                              repeat-interleaved by the model
+    R4a       rotate_every_two: stack((-x[1::2], x[::2])).flatten(-2)
+                                                              Cohere (full); cos/sin already repeat-interleaved
+                                                              by the rotary module
+    R4b       R4a after cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, -1) (and sin) inside apply
+                                                              GLM, GLM-4, moonshine (partial, cat even when full),
+                                                              Helium, ERNIE-4.5 in fp32 (full)
 for unsqueeze_dim 1 (q as [B, H, S, D]) and 2 ([B, S, H, D]). The rotated width is cos's last dim and rotate_half
 splits it in the middle: the patterns compute both from the shapes, as HF does, so Inductor's re-trace of each
 candidate with the real shapes checks the graph's slice bounds exactly (no scalar to capture and check by hand).
+R4b's half of the table is computed the same way, and its replacement repeats the same columns of the [B, S, R]
+table for the op, so a table whose two halves differ rotates as eager's does.
 Not covered (left unfused, as eager): R5 DeepSeek's de-interleaving output permutation, R6 complex
-multiplication (`view_as_complex`, Llama4 / DeepSeek-V2), R8 GPT-OSS's half-width cos with `chunk`.
+multiplication (`view_as_complex`, Llama4 / DeepSeek-V2), R8 GPT-OSS's half-width cos with `chunk`, ERNIE-4.5's R4b
+in bf16 (`q.float() * cos + rotate_half(q).float() * sin`, cast back: casts the pattern has not).
 
 qk-norm then RoPE (Q1: Qwen3, `q_norm(q.view(B, S, H, D)).transpose(1, 2)`; Q2: Gemma3, norm after the transpose)
 is a second-stage pattern over the Mojo ops the first stage put there: rms_norm of q and of k feeding one rope
@@ -82,23 +88,51 @@ def _rope_check(seq_dim, partial, interleaved):
     return check
 
 
+def _embed(x, c, s, rotate, partial):
+    """HF's rotation of q or k by the broadcast cos / sin `c`, `s`: over the whole head, or (partial) over the
+    first c.shape[-1] dims with the rest concatenated back."""
+    if not partial:
+        return x * c + rotate(x) * s
+    rot = c.shape[-1]  # R2: the rotated width is cos's
+    x_rot, x_pass = x[..., :rot], x[..., rot:]
+    return torch.cat([x_rot * c + rotate(x_rot) * s, x_pass], dim=-1)
+
+
 def _rope_pattern(seq_dim, partial, interleaved):
     rotate = rotate_every_two if interleaved else rotate_half
     unsqueeze_dim = 3 - seq_dim  # cos [B, S, R] broadcast over the heads dim
 
-    def embed(x, c, s):
-        if not partial:
-            return x * c + rotate(x) * s
-        rot = c.shape[-1]  # R2: the rotated width is cos's
-        x_rot, x_pass = x[..., :rot], x[..., rot:]
-        return torch.cat([x_rot * c + rotate(x_rot) * s, x_pass], dim=-1)
-
     def search(q, k, cos, sin):
         c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-        return embed(q, c, s), embed(k, c, s)
+        return _embed(q, c, s, rotate, partial), _embed(k, c, s, rotate, partial)
 
     def replace(q, k, cos, sin):
         q_out, k_out = mojo.rope(q, k, cos, sin, cos.shape[-1], interleaved, seq_dim, False)
+        return q_out, k_out
+
+    return search, replace
+
+
+def _first_half_repeated(table):
+    """R4b's table: the first half of cos / sin's columns, each repeated twice in place (c0 c0 c1 c1 ...). The half
+    is read from the shape, as GLM does: a literal in the trace, which Inductor's re-trace of each candidate with the
+    real shapes checks against the graph's slice (start 0, end half the width) and repeat count exactly."""
+    return table[..., : table.shape[-1] // 2].repeat_interleave(2, dim=-1)
+
+
+def _half_table_pattern(seq_dim, partial):
+    """R4b: the model unsqueezes cos / sin, keeps the first half of their columns repeat-interleaved, then rotates
+    interleaved pairs over that width (GLM's apply_rotary_pos_emb). The replacement makes the same table from the
+    [B, S, R] one and hands it to the op, which rotates by each column's own value."""
+    unsqueeze_dim = 3 - seq_dim
+
+    def search(q, k, cos, sin):
+        c, s = _first_half_repeated(cos.unsqueeze(unsqueeze_dim)), _first_half_repeated(sin.unsqueeze(unsqueeze_dim))
+        return _embed(q, c, s, rotate_every_two, partial), _embed(k, c, s, rotate_every_two, partial)
+
+    def replace(q, k, cos, sin):
+        c, s = _first_half_repeated(cos), _first_half_repeated(sin)
+        q_out, k_out = mojo.rope(q, k, c, s, c.shape[-1], True, seq_dim, False)
         return q_out, k_out
 
     return search, replace
@@ -120,6 +154,16 @@ for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
             register_pattern(_name, *_rope_pattern(_seq_dim, _partial, _interleaved),
                              _rope_examples(_seq_dim, _partial), priority=5 if _partial else 4,
                              extra_check=_rope_check(_seq_dim, _partial, _interleaved), family="rope", lazy=True)
+
+# R4b. _rope_check is exact for it: it refuses a table R of odd width, so the repeated half is 2 * (R // 2) = R wide,
+# the rotary width the check compares with the head dim (R == D, or 0 < R < D when partial) and the op is given.
+for _seq_dim, _layout in ((2, "bhsd"), (1, "bshd")):
+    for _partial in (False, True):
+        _name = "rope.interleaved.half_table" + (".partial" if _partial else "") \
+            + ("" if _seq_dim == 2 else f".{_layout}")
+        register_pattern(_name, *_half_table_pattern(_seq_dim, _partial), _rope_examples(_seq_dim, _partial),
+                         priority=5 if _partial else 4, extra_check=_rope_check(_seq_dim, _partial, True),
+                         family="rope", lazy=True)
 
 
 # ------------------------------------------------------------------------------------------- qk-norm + RoPE (stage 2)
