@@ -403,3 +403,142 @@ def test_static_cache_mask_with_a_padded_attention_mask(target):
     torch.testing.assert_close(got, static_cache_mask(q, k, v, cp, am), rtol=1e-5, atol=1e-5)
     assert all(s.detail.startswith("mask: causal at the query positions") and "key padding" in s.detail
                for s in mojo_compile.last_report().sites), mojo_compile.last_report().sites
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("side,value", [("right", 0), ("left", 0), ("right", 1)],
+                         ids=["unfilled-tail-masked", "padded-on-the-left", "unfilled-tail-allowed"])
+def test_padded_attention_mask_is_read_as_padded_whatever_the_pad(side, value, dynamic, target):
+    """HF's `F.pad(attention_mask, (0, cache_len - width))`: under symbolic sizes the pad amount is a size the graph
+    computes (`sub` of two sizes), read as a size. The pad's output is a runtime tensor of its own, so a pad on the
+    other side, or with ones, is read as it is: key padding from that tensor, never from the unpadded one."""
+    def fn(q, k, v, cp, am):
+        amount = k.shape[2] - am.shape[1]
+        am = F.pad(am, (0, amount) if side == "right" else (amount, 0), value=value)
+        j = torch.arange(k.shape[2], device=q.device)
+        mask = (j[None, None, None, :] <= cp[None, None, :, None]) & am[:, None, None, :].bool()
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    q = torch.randn(2, 2, 1, 8, device=DEVICE)
+    k, v = (torch.randn(2, 2, 16, 8, device=DEVICE) for _ in range(2))
+    cp = torch.tensor([9], device=DEVICE)
+    am = torch.ones(2, 8, dtype=torch.long, device=DEVICE)
+    am[1, :3] = 0
+    got = compiled(fn, target, dynamic)(q, k, v, cp, am)
+    torch.testing.assert_close(got, fn(q, k, v, cp, am), rtol=1e-5, atol=1e-5)
+    details = [s.detail for s in mojo_compile.last_report().sites]
+    assert details and all(d.startswith("mask: causal at the query positions from") and "key padding" in d
+                           for d in details), details
+
+
+def look_ahead_through_a_computed_size(q, k, v):
+    """`j <= i + 1`, with the queries' arange one longer than the queries (a size computed in the graph)."""
+    i = torch.arange(q.shape[2] + 1, device=q.device)[1:, None]
+    j = torch.arange(k.shape[2], device=q.device)[None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=(j <= i)[None, None])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_size_computed_in_the_graph_is_not_taken_for_another(target):
+    """dynamic=True: `arange(s + 1)[1:]` is the query index + 1, whatever s: the mask looks one key ahead, never
+    plain causal (as many queries as keys: it stays a tensor); eager's numbers."""
+    report = check(look_ahead_through_a_computed_size, target, True)
+    assert [s.detail for s in report.sites] == ["mask: tensor"], report.sites
+
+
+# -------------------------------------------------------------------------------- a prefill into a longer cache
+# HF's StaticCache prefill with padding: Sq queries at positions 0..Sq-1 of a cache of Skv slots, the mask
+# `j <= i & pad(attention_mask)[b, j] != 0` over the whole cache. No runtime position tensor: the positions are
+# i + c, which the op gets as q_pos = arange(Sq) + c.
+class PrefillIntoCache(torch.nn.Module):
+    """`j <= i + offset` (and `j > i + offset - window`) with key padding over a cache of k's length. The ints are
+    the module's attributes, which Dynamo keeps constant, as HF's config values are (a closure's int is an input
+    of its own under dynamic=True)."""
+
+    def __init__(self, offset, window=0, additive=False, keys_at_query=False):
+        super().__init__()
+        self.offset, self.window, self.additive, self.keys_at_query = offset, window, additive, keys_at_query
+
+    def forward(self, q, k, v, am):
+        am = F.pad(am, (0, k.shape[2] - am.shape[1]))
+        i = torch.arange(q.shape[2], device=q.device)[:, None]
+        j = torch.arange(k.shape[2], device=q.device)[None, :]
+        allowed = j <= i + self.offset
+        if self.window:
+            allowed = allowed & (j > i + self.offset - self.window)
+        padding = am[:, None, :q.shape[2], None] if self.keys_at_query else am[:, None, None, :]
+        mask = allowed[None, None] & (padding != 0)
+        if self.additive:
+            mask = torch.where(mask, 0.0, torch.finfo(q.dtype).min)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def prefill_inputs(sq=5, skv=CACHE, width=7):
+    q = torch.randn(B, H, sq, D, device=DEVICE)
+    k, v = (torch.randn(B, H, skv, D, device=DEVICE) for _ in range(2))
+    am = torch.ones(B, width, dtype=torch.long, device=DEVICE)
+    am[1, :2] = 0  # left padding in row 1
+    return q, k, v, am
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("offset,window,expected", [
+    (0, 0, "causal at the query positions (i)"), (3, 0, "causal at the query positions (i + 3)"),
+    (-2, 0, "causal at the query positions (i - 2)"), (2, 3, "causal, window 3 at the query positions (i + 2)")],
+    ids=["top-left", "offset", "rows-before-the-first-key", "window"])
+def test_prefill_into_a_longer_cache_is_causal_at_the_query_positions(offset, window, expected, dynamic, target):
+    """7 queries under 13 keys: proven at q_pos = arange(Sq) + offset, the offset the mask has (rows whose position is
+    before the first key are empty: 0, as eager's SDPA gives); eager's numbers."""
+    fn = PrefillIntoCache(offset, window)
+    q, k, v, am = prefill_inputs()
+    got = compiled(fn, target, dynamic)(q, k, v, am)
+    torch.testing.assert_close(got, fn(q, k, v, am), rtol=1e-5, atol=1e-5)
+    details = [s.detail for s in mojo_compile.last_report().sites]
+    assert details and all(d == f"mask: {expected} + key padding (proven from the mask subgraph)"
+                           for d in details), details
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fn", [PrefillIntoCache(-2, additive=True), PrefillIntoCache(0, keys_at_query=True)],
+                         ids=["additive", "padding-read-at-the-query"])
+def test_prefill_masks_that_are_not_causal_at_positions_keep_the_tensor(fn, target):
+    """An additive mask whose first rows have no key (eager gives them 1/n per key, a structure 0), and padding read
+    at the query instead of the key: neither is the structure; eager's numbers."""
+    q, k, v, am = prefill_inputs()
+    got = compiled(fn, target, False)(q, k, v, am)
+    torch.testing.assert_close(got, fn(q, k, v, am), rtol=1e-5, atol=1e-5)
+    assert {s.detail for s in mojo_compile.last_report().sites} == {"mask: tensor"}
+
+
+def key_padding_only(q, k, v, am):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=am[:, None, None, :] != 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_key_padding_alone_is_proven_for_fewer_queries_than_keys(dynamic, target):
+    """No causal part (cross-attention over a padded source): key padding whatever the alignment."""
+    q, k, v, am = prefill_inputs(width=CACHE)
+    got = compiled(key_padding_only, target, dynamic)(q, k, v, am)
+    torch.testing.assert_close(got, key_padding_only(q, k, v, am), rtol=1e-5, atol=1e-5)
+    assert {s.detail for s in mojo_compile.last_report().sites} == {"mask: key padding (proven from the mask subgraph)"}
+
+
+def first_row_for_every_batch(q, k, v, am):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=am[:1, None, None, :].bool())
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_one_row_of_the_attention_mask_broadcast_to_every_batch_is_not_per_batch_padding(dynamic, target):
+    """`am[:1]` (a size-1 batch dim) is row 0 for each batch under SDPA's broadcast: the formula reads element 0
+    there, not `am[b, j]` (proven "key padding" per batch, batch 1 read its own row: error ~3)."""
+    q, k, v = qkv()
+    am = torch.ones(B, S, dtype=torch.long, device=DEVICE)
+    am[0, :2] = 0
+    am[1, 4:] = 0
+    got = compiled(first_row_for_every_batch, target, dynamic)(q, k, v, am)
+    torch.testing.assert_close(got, first_row_for_every_batch(q, k, v, am), rtol=1e-5, atol=1e-5)
+    assert {s.detail for s in mojo_compile.last_report().sites} == {"mask: tensor"}

@@ -456,3 +456,56 @@ def test_repeated_kv_of_a_cache_written_before_the_read_is_kept(target):
     got = fn(q, k, v, got_cache)
     torch.testing.assert_close(got, cache_written_after_repeat(q, k, v, want_cache), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_cache, want_cache, rtol=0, atol=0)
+
+
+def _static_cache_steps(model, forward, ids, attention_mask, steps):
+    """HF's manual StaticCache loop (prefill, then one greedy token a step; attention_mask, cache_position and
+    position_ids passed each call) for a left-padded batch: each call's last logits and its attention sites' mask
+    details (a step that reuses a compiled graph reports none)."""
+    batch, length = ids.shape
+    cache = transformers.StaticCache(config=model.config, max_cache_len=16)
+    positions = (attention_mask.cumsum(-1) - 1).clamp_min(0)
+    logits, details, mask = [], [], attention_mask
+    with torch.no_grad():
+        out = forward(input_ids=ids, attention_mask=mask, past_key_values=cache,
+                      cache_position=torch.arange(length, device=DEVICE), position_ids=positions)
+        for step in range(steps + 1):
+            logits.append(out.logits[:, -1])
+            details.append([s.detail for s in mojo_compile.last_report().sites if s.op == "mojo.attention"])
+            mojo_compile.reset_report()
+            if step == steps:
+                break
+            mask = torch.cat([mask, torch.ones(batch, 1, dtype=mask.dtype, device=DEVICE)], 1)
+            out = forward(input_ids=out.logits[:, -1:].argmax(-1), attention_mask=mask, past_key_values=cache,
+                          cache_position=torch.tensor([length + step], device=DEVICE),
+                          position_ids=positions[:, -1:] + 1 + step)
+    return logits, details
+
+
+def _left_padded_batch():
+    ids = torch.randint(3, 256, (3, 7), device=DEVICE)
+    attention_mask = torch.ones(3, 7, dtype=torch.long, device=DEVICE)
+    attention_mask[1, :2] = 0
+    attention_mask[2, :4] = 0
+    return ids, attention_mask
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dynamic", [None, False], ids=["automatic", "static"])
+def test_static_cache_prefill_and_decode_with_padding_are_causal_at_the_query_positions(dynamic, target):
+    """A padded batch through a StaticCache of 16 slots. The prefill (7 queries, `j <= i & pad(attention_mask)[b, j]`
+    over the whole cache) is causal at positions i + key padding; each decode step is causal at cache_position +
+    key padding -- also under automatic dynamic shapes, where the decode step recompiles with symbolic sizes and the
+    pad amount `16 - attention_mask.shape[-1]` is a size computed in the graph. Logits are eager's each step."""
+    model = build("llama", "sdpa", torch.float32)
+    ids, attention_mask = _left_padded_batch()
+    compiled = torch.compile(model, backend="mojo", dynamic=dynamic,
+                             options={"target": target, "inner_compiler": "eager"})
+    got, details = _static_cache_steps(model, compiled, ids, attention_mask, steps=3)
+    want, _ = _static_cache_steps(model, model, ids, attention_mask, steps=3)
+    for step, (g, w) in enumerate(zip(got, want)):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, msg=f"step {step}")  # fp32: summation order only
+    proven = " (proven from the mask subgraph)"
+    assert details[0] == [f"mask: causal at the query positions (i) + key padding{proven}"] * 2, details
+    assert details[1] and all(d.startswith("mask: causal at the query positions from arg")
+                              and d.endswith(f" + key padding{proven}") for d in details[1]), details

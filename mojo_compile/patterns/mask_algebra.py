@@ -141,6 +141,8 @@ def _expand(node, x, sizes):
 
 def _slice(node, x, dim=0, start=None, end=None, step=1):
     dim = dim % x.rank
+    if isinstance(start, torch.SymInt) or isinstance(end, torch.SymInt):
+        return None  # a size as a bound: not modelled (and testing one, `start or 0`, would add a guard)
     start = start or 0
     if step != 1 or not isinstance(start, int) or start < 0:
         return None
@@ -300,6 +302,15 @@ class Writes:
         return False
 
 
+def _is_size(node: Node) -> bool:
+    """Whether node is an integer of the graph's sizes (a SymInt): a SymInt input, or one the graph computes from
+    them (`operator.sub` of two sizes: HF's pad amount `max_cache_len - attention_mask.shape[-1]` under symbolic
+    sizes). Read as its value's expression in the size symbols (`_size`), which the graph's guards make its value
+    at run time; the symbols are free, within only what the shape environment knows of every value they may take
+    (a size is positive), so a proof over them holds for every size. A rule that cannot read one gives up."""
+    return isinstance(node.meta.get("val"), torch.SymInt)
+
+
 def evaluate(mask: Node, reader: Optional[Node] = None, writes: Optional[Writes] = None) -> Optional[Formula]:
     """The formula of the mask that `reader` (the attention op; default: the mask's own node) reads, or None where
     any part of its subgraph is not index arithmetic over sizes and runtime tensors. Each node of the subgraph must
@@ -324,22 +335,22 @@ def evaluate(mask: Node, reader: Optional[Node] = None, writes: Optional[Writes]
         if rule is None:
             return None
         for a in node.all_input_nodes:
-            if a.op == "placeholder" and isinstance(a.meta.get("val"), torch.SymInt):
-                continue  # a size: arange(s0) reads it from the node's meta below
+            if _is_size(a):
+                continue  # arange(s0) reads it from the node's meta below
             if writes.before(a, node):
                 return None  # written in place before this read (`m[:, 0] = True`): the formula would be stale
             if visit(a) is None:
                 return None
         args = []
         for a in node.args:
-            if isinstance(a, Node) and a.op == "placeholder" and isinstance(a.meta.get("val"), torch.SymInt):
+            if isinstance(a, Node) and _is_size(a):
                 args.append(a.meta["val"])
             elif isinstance(a, Node):
                 args.append(env[a])
             elif isinstance(a, (list, tuple)):
                 items = []
                 for v in a:
-                    if isinstance(v, Node) and isinstance(v.meta.get("val"), torch.SymInt):
+                    if isinstance(v, Node) and _is_size(v):
                         items.append(v.meta["val"])
                     elif isinstance(v, Node):
                         items.append(env[v])
@@ -409,19 +420,22 @@ def _prove_equivalent(expr, target) -> bool:
 def structure(formula: Formula, sq, skv, batch=None) -> Optional[tuple[bool, int, Optional[str],
                                                                         Optional[sympy.Basic]]]:
     """(causal, window, keys, positions) if the mask formula, broadcast to [B, H, Sq, Skv], is exactly one of
-      - no mask / causal / causal + sliding window, with Sq and Skv the same size (bottom-right = top-left):
+      - no mask; causal / causal + sliding window with Sq and Skv the same size (bottom-right = top-left):
         positions None;
       - `j <= P(i)` (causal) and optionally `j > P(i) - window`, where the query positions P are a formula of the
         query index and of 1-D runtime tensors read at it -- what HF builds from cache_position for a StaticCache,
-        whose Skv is the cache length: positions P (Sq and Skv may differ);
+        whose Skv is the cache length -- or, in a formula with no runtime tensor but the key padding and with Sq
+        and Skv of sizes that may differ, of the query index and integers (`i + c`: HF's StaticCache prefill with
+        padding, Sq queries at 0..Sq-1 of the cache): positions P (Sq and Skv may differ);
     with `keys` (a runtime tensor's node name) also `keys[b, j] != 0` -- key padding from the user's attention_mask.
     Else None. Exact for every size and every value of the runtime tensors. `batch` is the attention's batch size:
     where it and the mask's are 1, the broadcast reads keys at row 0 (`keys[0, j]`), which is `keys[b, j]` for the
     one b."""
     if formula.rank > 4:
         return None
-    expr = _shift(formula, 4 - formula.rank)  # SDPA broadcasts a lower-rank mask from the right
-    shape = [1] * (4 - formula.rank) + list(formula.shape)
+    shape = [1] * (4 - formula.rank) + list(formula.shape)  # SDPA broadcasts a lower-rank mask from the right
+    # and reads element 0 of a size-1 dim for every index there (`am[:1, None, None, :]` is row 0 for each batch)
+    expr = _pinned(_shift(formula, 4 - formula.rank), shape)
     if expr.has(X(1)) or not (same_size(sq, shape[2]) or shape[2] == 1) or not same_size(skv, shape[3]):
         return None
     i, j = X(2), X(3)
@@ -429,17 +443,19 @@ def structure(formula: Formula, sq, skv, batch=None) -> Optional[tuple[bool, int
     core = sympy.simplify(expr.xreplace({padding: sympy.true})) if keys is not None else expr
     if core.has(X(0)):
         return None
-    if not core.atoms(AppliedUndef):
-        if not same_size(sq, skv):
-            return None
-        candidates = [(False, 0, sympy.true), (True, 0, sympy.Le(j, i))]
-        candidates += [(True, w, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i)))
-                       for w in _window_candidates(core, i, j)]
+    index_only = not core.atoms(AppliedUndef)
+    if index_only:
+        candidates = [(False, 0, sympy.true)]  # (no mask: whatever the alignment)
+        if same_size(sq, skv):
+            candidates += [(True, 0, sympy.Le(j, i))]
+            candidates += [(True, w, sympy.And(sympy.Gt(j, i - w), sympy.Le(j, i)))
+                           for w in _window_candidates(core, i, j)]
         for causal, window, allowed in candidates:
             if equivalent(expr, sympy.And(allowed, padding)):  # the proof: the whole formula, padding included
                 return causal, window, keys, None
-        return None
-    for positions in _position_candidates(core, i, j):
+        if same_size(sq, skv):
+            return None  # (as many queries as keys: bottom-right is the alignment; a look-ahead stays a tensor)
+    for positions in _position_candidates(core, i, j, index_only):
         candidates = [(0, sympy.Le(j, positions))]
         candidates += [(w, sympy.And(sympy.Gt(j, positions - w), sympy.Le(j, positions)))
                        for w in _window_candidates(core, i, j, positions)]
@@ -476,9 +492,10 @@ def position_terms(expr) -> Optional[list[tuple[int, sympy.Basic]]]:
     return terms
 
 
-def _position_candidates(core, i, j) -> list:
+def _position_candidates(core, i, j, index_only: bool = False) -> list:
     """Formulas P for which `j <= P` could be one of the formula's relations, each of the query index and of runtime
-    tensors read at it (`position_terms`)."""
+    tensors read at it (`position_terms`) -- with `index_only`, of the query index and integers alone (`i + c`: a
+    StaticCache's prefill, its queries at 0..Sq-1 of a longer cache)."""
     out = []
     for atom in core.atoms(sympy.Rel):
         diff = sympy.expand(atom.lhs - atom.rhs)
@@ -487,7 +504,8 @@ def _position_candidates(core, i, j) -> list:
         if abs(coeff) != 1 or rest.has(j, X(0), X(1)):
             continue
         for bound in (-rest * coeff, -rest * coeff - 1):  # j <= bound or j < bound + 1, whichever the atom says
-            if position_terms(bound) is not None and bound.atoms(AppliedUndef) and bound not in out:
+            source = bound.has(i) if index_only else bound.atoms(AppliedUndef)  # (never a constant: one per row)
+            if position_terms(bound) is not None and source and bound not in out:
                 out.append(bound)
     return out
 

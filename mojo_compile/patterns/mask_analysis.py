@@ -44,7 +44,10 @@ class MaskStructure:
         kind = ("causal" if self.causal else "") + (f", window {self.window}" if self.window else "")
         if self.positions is not None:
             sources = sorted(f.func.__name__ for f in self.positions.atoms(AppliedUndef))
-            kind += f" at the query positions from {', '.join(sources)}"
+            if sources:
+                kind += f" at the query positions from {', '.join(sources)}"
+            else:  # the query index and integers: query i at position i + c of the keys (a prefill into a cache)
+                kind += f" at the query positions ({self.positions.xreplace({mask_algebra.X(2): sympy.Symbol('i')})})"
         if self.keys is not None:
             kind = f"{kind} + key padding" if kind else "key padding"
         return kind or "none"
