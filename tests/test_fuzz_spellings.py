@@ -4,7 +4,11 @@ and no crash. Bounded in time: MOJO_FUZZ_SECONDS (default 60 in CI; `MOJO_FUZZ_S
 tests/test_fuzz_spellings.py` for a longer run), MOJO_FUZZ_SEED picks the sequence. A failure prints the case.
 
 Tolerances: fp32 cases compare at 1e-5 (the fused ops compute in fp32 as eager does, in another order); bf16 cases
-at 2 bf16 ulps (2**-7 relative), the output being rounded once from fp32 by both."""
+at 2 bf16 ulps (2**-7 relative), the output being rounded once from fp32 by both. The one exception is attention
+written out in bf16 (`q @ k.transpose(-1, -2)`, softmax, `@ v`): eager rounds the scores to bf16 before the softmax,
+the op does not, so the two differ by more than the output's rounding; such a case must be as accurate as eager
+against an fp64 run of the same function (within 1.5x eager's error + 1e-6: a draw where eager's roundings happen
+to cancel is not the op's error), as tests/test_attention.py asks of HF's eager attention."""
 from __future__ import annotations
 
 import os
@@ -178,7 +182,8 @@ def attention_case(rng: random.Random):
         return p @ vv
 
     desc = dict(family="attention", dtype=dtype, s=(s_q, s_kv), spelling=spelling, mask=mask_kind, window=window,
-                offset=offset, scale=scale, softmax_dim=softmax_dim, gqa=gqa)
+                offset=offset, scale=scale, softmax_dim=softmax_dim, gqa=gqa,
+                eager_rounds_more=spelling == "eager" and dtype == torch.bfloat16)
     return fn, (q, k, v), dtype, desc
 
 
@@ -198,12 +203,17 @@ def _without_cudnn_attention():
     return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
-def _run(fn, inputs, dtype, dynamic):
+def _run(fn, inputs, dtype, dynamic, against_fp64=False):
     with _without_cudnn_attention():
-        return _run_compared(fn, inputs, dtype, dynamic)
+        return _run_compared(fn, inputs, dtype, dynamic, against_fp64)
 
 
-def _run_compared(fn, inputs, dtype, dynamic):
+def _relative_error(x, exact):
+    x, exact = x.double().nan_to_num(0.0), exact.double().nan_to_num(0.0)
+    return ((x - exact).norm() / exact.norm().clamp_min(1e-30)).item()
+
+
+def _run_compared(fn, inputs, dtype, dynamic, against_fp64=False):
     torch._dynamo.reset()
     mojo_compile.reset_report()
     try:
@@ -214,10 +224,15 @@ def _run_compared(fn, inputs, dtype, dynamic):
                         options={"inner_compiler": "eager", "target": "torch"})(*inputs)
     expected = expected if isinstance(expected, tuple) else (expected,)
     got = got if isinstance(got, tuple) else (got,)
-    for g, e in zip(got, expected):
+    exact = fn(*(x.double() for x in inputs)) if against_fp64 else expected
+    exact = exact if isinstance(exact, tuple) else (exact,)
+    for g, e, x in zip(got, expected, exact):
         assert g.dtype == e.dtype and g.shape == e.shape
         assert torch.equal(torch.isnan(g), torch.isnan(e))
-        torch.testing.assert_close(g.nan_to_num(0.0), e.nan_to_num(0.0), **TOL[dtype])
+        if against_fp64:
+            assert _relative_error(g, x) <= 1.5 * _relative_error(e, x) + 1e-6
+        else:
+            torch.testing.assert_close(g.nan_to_num(0.0), e.nan_to_num(0.0), **TOL[dtype])
     return mojo_compile.last_report().counts()
 
 
@@ -230,7 +245,7 @@ def test_fuzz_spellings_fused_means_equal():
         fn, inputs, dtype, desc = make(rng)
         dynamic = rng.random() < 0.2
         try:
-            counts = _run(fn, inputs, dtype, dynamic)
+            counts = _run(fn, inputs, dtype, dynamic, desc.get("eager_rounds_more", False))
         except Exception as e:
             raise AssertionError(f"fuzz case {ran} (seed {SEED}, dynamic={dynamic}): {desc}") from e
         ran += counts is not None
