@@ -84,14 +84,5 @@ def mesh_size(spec) -> int:
     return spec.mesh.size()
 
 
-def broadcast_or_same(size_of: Callable[[object, int], int]) -> Callable:
-    """A tensor that either broadcasts along the dim (size 1 there: replicated) or is sharded along it as the
-    reference tensor is (a mask [B | 1, H | 1, Sq, Skv] against q [B, H, Sq, D])."""
-    def role(spec, dim):
-        Shard, Replicate, _ = _placements()
-        return Replicate() if size_of(spec, dim) == 1 else Shard(dim)
-    return role
-
-
 def shape_of(spec) -> tuple:
     return tuple(spec.tensor_meta.shape) if spec.tensor_meta is not None else ()

@@ -93,6 +93,24 @@ def _cases():
             lambda q, k, v, mask: ops.attention(q, k, v, mask, None, 0.35, False, 0, 0.0, None, "torch")[:1],
             [r(2, 4, 6, 8), r(2, 4, 6, 8), r(2, 4, 6, 8), torch.rand(2, 4, 6, 6) > 0.3],
             [heads, heads, heads, heads], True),
+        # masks of fewer dims broadcast from the right: replicated where they have no heads dim, sharded on their
+        # own dim 0 where it is the heads (3-D)
+        "attention 2-D additive mask (heads)": (
+            lambda q, k, v, mask: ops.attention(q, k, v, mask, None, 0.35, False, 0, 0.0, None, "torch")[:1],
+            [r(2, 4, 6, 8), r(2, 4, 6, 8), r(2, 4, 6, 8), torch.randn(6, 6)], [heads, heads, heads, Replicate()],
+            True),
+        "attention 2-D mask, fewer keys than ranks' heads (heads)": (
+            lambda q, k, v, mask: ops.attention(q, k, v, mask, None, 0.35, False, 0, 0.0, None, "torch")[:1],
+            [r(2, 4, 4, 8), r(2, 4, 2, 8), r(2, 4, 2, 8), torch.randn(4, 2)], [heads, heads, heads, Replicate()],
+            True),
+        "attention 1-D key mask (heads)": (
+            lambda q, k, v, mask: ops.attention(q, k, v, mask, None, 0.35, False, 0, 0.0, None, "torch")[:1],
+            [r(2, 4, 6, 8), r(2, 4, 6, 8), r(2, 4, 6, 8), torch.rand(6) > 0.3], [heads, heads, heads, Replicate()],
+            True),
+        "attention 3-D mask per head (heads)": (
+            lambda q, k, v, mask: ops.attention(q, k, v, mask, None, 0.35, False, 0, 0.0, None, "torch")[:1],
+            [r(2, 4, 6, 8), r(2, 4, 6, 8), r(2, 4, 6, 8), torch.randn(4, 6, 6)], [heads, heads, heads, Shard(0)],
+            True),
         "cross_entropy sum (rows)": (
             lambda logits, labels: ops.cross_entropy(logits, labels, -100, "sum", 0.0, "torch")[:1],
             [r(8, 32), torch.tensor([1, -100, 3, 4, 30, -100, 6, 7])], [rows, rows], False),

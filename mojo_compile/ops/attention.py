@@ -400,8 +400,9 @@ lowering.register_impl("attention", "torch_npu", npu_forward, supports=_npu_reas
 # ------------------------------------------------------------------------------------------ DTensor (sharding.py)
 # Each q head attends alone to its kv head: q, k and v sharded on heads (tensor parallel) stay local when every
 # rank's block of q heads reads its own block of kv heads -- both head counts divisible by the mesh size (GQA's
-# groups kept whole). A mask with one head broadcasts (replicated), one per head shards with q; the sinks (one per
-# head) shard too; the positions are per query, replicated.
+# groups kept whole). A mask, lined up with [B, H, Sq, Skv] from the right, with one head or none broadcasts
+# (replicated), one per head shards with q; the sinks (one per head) shard too; the positions are per query,
+# replicated.
 def _heads(q, k, **_):
     ranks = sharding.mesh_size(q)
     q_heads, kv_heads = sharding.shape_of(q)[1], sharding.shape_of(k)[1]
@@ -413,8 +414,17 @@ def _sinks(spec, dim):
     return Shard(0)
 
 
+def _mask(spec, dim):
+    """The mask broadcasts to [B, H, Sq, Skv] from the right (a [Sq, Skv] mask is every batch's and head's): q's
+    dim lines up with the mask's `dim - (4 - mask.ndim)`; absent or of size 1 there, the mask is replicated."""
+    from torch.distributed.tensor import Replicate, Shard
+    shape = sharding.shape_of(spec)
+    aligned = dim - (4 - len(shape))
+    return Replicate() if aligned < 0 or shape[aligned] == 1 else Shard(aligned)
+
+
 _QKV = {"q": sharding.SAME, "k": sharding.SAME, "v": sharding.SAME, "q_pos": sharding.REPLICATE, "sinks": _sinks,
-        "mask": sharding.broadcast_or_same(lambda spec, dim: sharding.shape_of(spec)[dim])}
+        "mask": _mask}
 sharding.register_local_sharding(torch.ops.mojo.attention.default, _QKV, [sharding.SAME, sharding.SAME], dims=_heads)
 sharding.register_local_sharding(torch.ops.mojo.attention_backward.default,
                                  {**_QKV, "grad_out": sharding.SAME, "out": sharding.SAME, "lse": sharding.SAME},
