@@ -78,23 +78,24 @@ EXPECTED = {
     "phi3": {**_PRE_NORM, **_ROPE, **_ATTN, **_FUSED_MLP},
     "olmo2": {**_POST_NORM, **_QK, **_ATTN, **_MLP},
     "olmo3": {**_POST_NORM, **_QK, **_ATTN, **_MLP},
-    "glm4": {"mojo.rms_norm": 5, "mojo.add_rms_norm": 4, **_ATTN, **_FUSED_MLP},
+    "glm4": {"mojo.rms_norm": 5, "mojo.add_rms_norm": 4, **_ROPE, **_ATTN, **_FUSED_MLP},
     "granite": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
     "cohere": {"mojo.layer_norm": 3, **_ROPE, **_ATTN, **_MLP},  # its own LayerNorm (in fp32), parallel residual
     "stablelm": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN, **_MLP},  # LayerNorm
     "starcoder2": {"mojo.layer_norm": 1, "mojo.add_layer_norm": 4, **_ROPE, **_ATTN},  # LayerNorm, non-gated MLP
     "smollm3": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
-    "helium": {**_PRE_NORM, **_ATTN, **_MLP},
+    "helium": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
     "exaone4": {**_POST_NORM, **_QK, **_ATTN, **_MLP},
-    "ernie4_5": {**_PRE_NORM, **_ATTN, **_MLP},
+    "ernie4_5": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},  # RoPE in fp32 models only (FP32_ONLY)
     "seed_oss": {**_PRE_NORM, **_ROPE, **_ATTN, **_MLP},
     "deepseek_v3": {"mojo.rms_norm": 5, "mojo.add_rms_norm": 4, **_ATTN, **_MLP, "mojo.gated_act_fused": 1},
     "gpt_oss": {**_PRE_NORM, **_ATTN},
 }
+# What fuses in fp32 models only: ERNIE-4.5 computes its R4b RoPE in fp32 between two casts, which an fp32 model
+# has not (its casts are no-ops).
+FP32_ONLY = {"ernie4_5": {"mojo.rope"}}
 UNFUSED = {
-    "glm4": "RoPE: interleaved on half-width cos/sin repeat-interleaved in the call, plus partial rotary (R4b)",
-    "helium": "RoPE: interleaved on half-width cos/sin repeat-interleaved in the call (R4b)",
-    "ernie4_5": "RoPE: R4b, computed in fp32",
+    "ernie4_5": "RoPE in bf16 / fp16 models: R4b computed in fp32 between casts",
     "granite": "attention under attn_implementation='eager' (its attention_multiplier scale)",
     "starcoder2": "the non-gated MLP",
     "deepseek_v3": "RoPE: the de-interleaving output permutation (R5)",
@@ -106,18 +107,26 @@ UNFUSED = {
 # the UNFUSED spellings of a family we fuse elsewhere; non-gated MLPs are no family of ours (no tell-tale). Every
 # other family: none.
 NEAR_MISSES = {
-    "glm4": {"rope"}, "helium": {"rope"}, "ernie4_5": {"rope"}, "deepseek_v3": {"rope"},
+    "ernie4_5": {"rope"}, "deepseek_v3": {"rope"},
     "gpt_oss": {"rope", "gated_act"},
 }
 
 
-def near_misses(family: str, attn: str) -> set:
-    return {"attention"} if family == "granite" and attn == "eager" else NEAR_MISSES.get(family, set())
+def near_misses(family: str, attn: str, dtype: torch.dtype = torch.float32) -> set:
+    if family == "granite" and attn == "eager":
+        return {"attention"}
+    if dtype == torch.float32 and family in FP32_ONLY:
+        return NEAR_MISSES.get(family, set()) - {op.split(".")[1] for op in FP32_ONLY[family]}
+    return NEAR_MISSES.get(family, set())
 
 
-def expected(family: str, attn: str, labels: bool = False) -> dict:
-    """The Mojo ops of one forward graph; with labels, also the loss (HF's ForCausalLMLoss, every family)."""
+def expected(family: str, attn: str, labels: bool = False, dtype: torch.dtype = torch.float32) -> dict:
+    """The Mojo ops of one forward graph of a model of `dtype`; with labels, also the loss (HF's ForCausalLMLoss,
+    every family)."""
     table = dict(EXPECTED[family])
+    if dtype != torch.float32:
+        for op in FP32_ONLY.get(family, ()):
+            table.pop(op)
     if family == "granite" and attn == "eager":
         table.pop("mojo.attention")
     if labels:

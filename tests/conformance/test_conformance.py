@@ -60,15 +60,15 @@ def padded_batch(batch: int, length: int, side: str):
     return ids, mask, positions
 
 
-def assert_sites(family: str, attn: str, labels: bool = False):
+def assert_sites(family: str, attn: str, labels: bool = False, dtype: torch.dtype = torch.float32):
     """The first graph compiled (the forward) holds exactly the family's expected Mojo ops (and the loss, with
     labels), on ttx on a GPU, and a near miss with its closest pattern and reason for each spelling left unfused."""
     report = mojo_compile.last_report()
     assert report.graphs, "nothing compiled"
     forward = report.graphs[0]
-    assert dict(forward.counts()) == expected(family, attn, labels), (family, attn, dict(forward.counts()))
+    assert dict(forward.counts()) == expected(family, attn, labels, dtype), (family, attn, dict(forward.counts()))
     misses = forward.near_misses
-    assert {m.family for m in misses} == near_misses(family, attn), (family, attn, misses)
+    assert {m.family for m in misses} == near_misses(family, attn, dtype), (family, attn, misses)
     assert all(m.pattern and m.reason and not m.reason.startswith("could not explain") for m in misses), misses
     if ON_GPU:
         assert {s.target for s in forward.sites} == {"ttx"}, {s.target for s in forward.sites}
@@ -152,7 +152,7 @@ def test_training_bf16_right_padded_every_gradient(family):
         if p64.grad is None or p64.grad.abs().max() == 0:  # unused (e.g. an expert no token was routed to)
             continue
         check_as_accurate(p.grad, grads[name].grad, p64.grad, torch.bfloat16, name)
-    assert_sites(family, attn, labels=True)
+    assert_sites(family, attn, labels=True, dtype=torch.bfloat16)
 
 
 # ------------------------------------------------------------------------------------------- shapes and compilers
@@ -188,7 +188,7 @@ def padded_inference_as_accurate_as_eager(family: str, dtype: torch.dtype, optio
         ref, ref64 = model(**kwargs).logits, run_exact(exact, **kwargs).logits
     keep = mask.bool()
     check_as_accurate(got[keep], ref[keep], ref64[keep], dtype, "logits")
-    assert_sites(family, attn)
+    assert_sites(family, attn, dtype=dtype)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="the eager inner compiler is what the CPU runs everywhere else")
