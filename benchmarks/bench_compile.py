@@ -362,8 +362,8 @@ def phase_tables(results, top=14):
         if "mojo inner_compile" in phases and "OutputGraph.call_user_compiler" in phases:
             own = phases["OutputGraph.call_user_compiler"] - phases["mojo inner_compile"]
             rows.insert(0, ["mojo's own passes (backend call less inner compile)", f"{own:.2f}"])
-        print_table(f"phases, {r['model']} {r['workload']} {r['variant']} (first call {r.get('first_call_s', 0):.1f} s)",
-                    ["phase", "s"], rows)
+        title = f"phases, {r['model']} {r['workload']} {r['variant']} (first call {r.get('first_call_s', 0):.1f} s)"
+        print_table(title, ["phase", "s"], rows)
 
 
 def parse():

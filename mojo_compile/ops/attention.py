@@ -384,8 +384,8 @@ def npu_forward(q, k, v, mask, q_pos, scale, causal, window, softcap, sinks):
     elif causal and s_q > 1:
         fia_mask = dict(atten_mask=_compressed_causal(q.device), sparse_mode=3)
     out, lse = torch_npu.npu_fused_infer_attention_score(
-        q.contiguous(), k.contiguous(), v.contiguous(), num_heads=heads, num_key_value_heads=k.shape[1], input_layout="BNSD", scale=scale,
-        softmax_lse_flag=True, **fia_mask)
+        q.contiguous(), k.contiguous(), v.contiguous(), num_heads=heads, num_key_value_heads=k.shape[1],
+        input_layout="BNSD", scale=scale, softmax_lse_flag=True, **fia_mask)
     lse = lse.reshape(batch, heads, s_q).float()
     if keep is not None:  # rows with no key: the op's 0 and -inf (on the device: no host sync)
         any_key = keep.any(-1)  # [B, 1, Sq]

@@ -288,14 +288,17 @@ def npu_add_forward(x, residual, weight, eps, weight_offset, cast):
     return _finish(y, total, weight, weight_offset, cast), total, rstd.reshape(x.shape[:-1]).float()
 
 
-lowering.register_impl("rms_norm", "torch_npu", npu_forward,
-                       supports=lambda x, weight, eps, offset, cast: _npu_reason(x, weight, offset, cast))
+def _npu_rms_reason(x, weight, eps, weight_offset, cast):
+    return _npu_reason(x, weight, weight_offset, cast)
+
+
 def _npu_add_reason(x, residual, weight, eps, weight_offset, cast):
-    if x.numel() == 0:
+    if x.numel() == 0:  # (npu_rms_norm takes one; npu_add_rms_norm does not)
         return "npu_add_rms_norm takes no empty tensor"
     return _npu_reason(x, weight, weight_offset, cast)
 
 
+lowering.register_impl("rms_norm", "torch_npu", npu_forward, supports=_npu_rms_reason)
 lowering.register_impl("add_rms_norm", "torch_npu", npu_add_forward, supports=_npu_add_reason)
 
 
